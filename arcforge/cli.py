@@ -1,0 +1,183 @@
+"""The `arcforge` command line: one entry point, one small function per subcommand.
+
+    arcforge run [CONFIG] [a.b=value ...] [--run-dir DIR]   the whole pipeline (default: demo)
+    arcforge world | pretrain | midtrain | sft [CONFIG] ...  the pipeline up to that stage
+    arcforge eval CHECKPOINT|RUN_DIR [--suites ...]          the capability matrix
+    arcforge report RUN_DIR                                  regenerate report.md/html/json
+    arcforge chat CHECKPOINT                                 interactive chat (thinking, tools)
+    arcforge serve CHECKPOINT                                OpenAI-compatible completions API
+
+User mistakes (missing file, unknown key, wrong type) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from arcforge.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="arcforge: train agentic LLMs end to end, from a tiny CPU world to real "
+                       "checkpoints.")
+
+ConfigArg = typer.Argument(None, help="YAML run config (default: configs/demo.yaml), then "
+                                      "a.b=value overrides.")
+RunDirOpt = typer.Option(None, "--run-dir", help="Where the run's files go "
+                                                 "(default: runs/<name>).")
+
+
+def _split(args: list[str] | None) -> tuple[str | None, list[str]]:
+    """First argument is the config unless it looks like an override."""
+    args = list(args or [])
+    if args and "=" not in args[0]:
+        return args[0], args[1:]
+    return None, args
+
+
+def _load(args: list[str] | None):
+    from arcforge.config import load_config
+
+    path, overrides = _split(args)
+    return load_config(path, overrides)
+
+
+def _run_until(args: list[str] | None, run_dir: Path | None, kind: str | None) -> None:
+    from arcforge.pipeline import default_run_dir, run_pipeline
+
+    cfg = _load(args)
+    until = None
+    if kind is not None:
+        match = [s.name for s in cfg.stages if s.kind == kind]
+        if not match:
+            raise UserError(f"the config has no stage of kind {kind!r}")
+        until = match[0]
+    out = run_pipeline(cfg, run_dir or default_run_dir(cfg), until=until)
+    typer.echo(f"report: {out / 'report.md'}  (also report.html, report.json, plots/)")
+
+
+@app.command()
+def run(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the whole pipeline: world, tokenizer, every stage, evaluation, report."""
+    _run_until(args, run_dir, None)
+
+
+@app.command()
+def pretrain(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first pretrain stage."""
+    _run_until(args, run_dir, "pretrain")
+
+
+@app.command()
+def midtrain(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first midtrain stage."""
+    _run_until(args, run_dir, "midtrain")
+
+
+@app.command()
+def sft(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first SFT stage."""
+    _run_until(args, run_dir, "sft")
+
+
+@app.command()
+def world(args: list[str] = ConfigArg,
+          out: Path = typer.Option(Path("runs/world"), "--out", help="Directory to write.")) -> None:
+    """Generate the embedded world (corpus, task pools, SFT demos) and print its sizes."""
+    from arcforge.stages import build_world_from_cfg
+
+    cfg = _load(args)
+    w = build_world_from_cfg(cfg)
+    w.save(out)
+    docs = w.corpus()
+    typer.echo(f"world written to {out}: {len(docs)} corpus docs, "
+               f"{sum(len(d.text) for d in docs) / 1e6:.2f} MB text, {len(w.sft_demos())} demos")
+    from arcforge.world import SUITES
+
+    for s in SUITES:
+        typer.echo(f"  suite {s}: {len(w.tasks(s, 'train'))} train / {len(w.tasks(s, 'test'))} test")
+
+
+@app.command("eval")
+def eval_(target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
+          suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
+          config: Path = typer.Option(None, help="Run config for the world and eval settings.")
+          ) -> None:
+    """Evaluate a checkpoint (or every stage of a run) on the held-out suites."""
+    import json
+
+    from arcforge.config import load_config
+    from arcforge.eval.harness import evaluate_checkpoint, evaluate_run
+    from arcforge.pipeline import RunContext
+    from arcforge.report import write_report
+
+    names = [s for s in suites.split(",") if s] or None
+    if (target / "config.yaml").exists() and not (target / "config.json").exists():
+        cfg = load_config(config or target / "config.yaml")
+        if names:
+            cfg.eval.suites = names
+        evaluate_run(RunContext(cfg, target))
+        typer.echo(f"report: {write_report(target)}")
+        return
+    cfg = load_config(config)
+    from arcforge.stages import build_world_from_cfg
+
+    res = evaluate_checkpoint(target, build_world_from_cfg(cfg), cfg.eval, names)
+    typer.echo(json.dumps({k: {kk: v[kk] for kk in ("score", "ci", "n")} for k, v in res.items()},
+                          indent=1))
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="The run directory.")) -> None:
+    """Regenerate report.md, report.html, report.json and plots from a run's files."""
+    from arcforge.report import write_report
+
+    typer.echo(f"report: {write_report(run_dir)}")
+
+
+@app.command()
+def chat(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
+         think: bool = typer.Option(True, help="Thinking on for each turn."),
+         tools: bool = typer.Option(False, help="Offer and execute the world's tools."),
+         config: Path = typer.Option(None, help="Run config whose world provides the tools."),
+         max_new_tokens: int = typer.Option(256)) -> None:
+    """Chat with a checkpoint in the terminal; thinking blocks and tool calls are shown."""
+    from arcforge.chatui import chat_loop
+
+    if not (checkpoint / "config.json").exists():
+        raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
+    offered = None
+    if tools:
+        from arcforge.config import load_config
+        from arcforge.stages import build_world_from_cfg
+
+        offered = build_world_from_cfg(load_config(config)).tools()
+    chat_loop(checkpoint, think=think, max_new_tokens=max_new_tokens, tools=offered)
+
+
+@app.command()
+def serve(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
+          host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:
+    """Serve a checkpoint with an OpenAI-compatible /v1/completions API (token ids in and out)."""
+    from arcforge.rollout.serve import serve as _serve
+
+    if not (checkpoint / "config.json").exists():
+        raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
+    _serve(checkpoint, host=host, port=port)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted; rerun the same command to resume", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+"""The one `source:` notion every stage reads data through.
+
+A source spec is a string:
+    world:<suite>[:<split>]     the embedded world's pool (resolved by a callback, see below)
+    jsonl:<path>                one JSON object per line
+    parquet:<path>              one record per row
+    hf_disk:<path>[#<split>]    a `datasets` dataset written with `save_to_disk`
+
+Each record is one of three shapes, told apart by its keys:
+    {"messages": [...]}                 a chat (parsed with Message.from_dict)
+    {"prompt": str, "answer": str}      a prompt with a checkable answer
+    {"text": str}                       plain text (pretraining / mid-training)
+A Task record (`id`, `kind`, `instruction`, ...: DESIGN §1) is read as a prompt/answer record
+that keeps the Task. Other keys ride along in `Record.meta`.
+
+A bad record (invalid JSON, wrong types, unknown role) is reported with its file and line (or
+row) and what was wrong, then either skipped and counted (on_error="skip", a logged warning) or
+raised as a DataError (on_error="fatal"). A missing file is always a DataError.
+
+`world:` is resolved through a callback so this module never imports arcforge.world: the
+pipeline calls `register_world_resolver(fn)` (or passes `world=fn` to `load_records`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, field_validator
+
+from arcforge.errors import UserError
+from arcforge.types import Message, Task
+
+log = logging.getLogger(__name__)
+
+SourceKind = Literal["world", "jsonl", "parquet", "hf_disk"]
+OnError = Literal["skip", "fatal"]
+KINDS: tuple[str, ...] = ("world", "jsonl", "parquet", "hf_disk")
+
+
+class DataError(UserError):
+    """Bad data input: the message names the source, file and line, and what was wrong."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed source spec. `target` is the suite (world) or the path (files)."""
+
+    kind: SourceKind
+    target: str
+    split: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "world":
+            return f"world:{self.target}" + (f":{self.split}" if self.split else "")
+        sep = "#" if self.kind == "hf_disk" else ":"
+        return f"{self.kind}:{self.target}" + (f"{sep}{self.split}" if self.split else "")
+
+
+class SourceSpec(BaseModel):
+    """One entry of a stage's data mixture (YAML: `- {source: jsonl:a.jsonl, weight: 2}`)."""
+
+    source: str
+    weight: float = 1.0
+
+    @field_validator("source")
+    @classmethod
+    def _parses(cls, v: str) -> str:
+        parse_source(v)
+        return v
+
+    @field_validator("weight")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"weight must be > 0, got {v}")
+        return v
+
+
+@dataclass
+class Record:
+    """One training/eval example. Exactly one of messages / prompt / text is set.
+
+    origin: where it came from, e.g. "data/sft.jsonl:12" or "world:math:train#3".
+    task: the full Task when the record came from a task pool.
+    """
+
+    messages: list[Message] | None = None
+    prompt: str | None = None
+    answer: str | None = None
+    text: str | None = None
+    origin: str = ""
+    task: Task | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> Literal["messages", "prompt", "text"]:
+        if self.messages is not None:
+            return "messages"
+        return "prompt" if self.prompt is not None else "text"
+
+
+WorldResolver = Callable[[str, str | None], list[Record]]
+_world_resolver: WorldResolver | None = None
+
+
+def register_world_resolver(fn: WorldResolver | None) -> None:
+    """Set the callback `(suite, split) -> list[Record]` that resolves `world:` sources."""
+    global _world_resolver
+    _world_resolver = fn
+
+
+def parse_source(spec: str) -> Source:
+    """Parse a source spec string; raises DataError naming the spec and the accepted forms."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in KINDS or not rest:
+        raise DataError(
+            f"bad source {spec!r}: expected world:<suite>[:split], jsonl:<path>, "
+            "parquet:<path> or hf_disk:<path>[#split]"
+        )
+    if kind == "world":
+        suite, _, split = rest.partition(":")
+        return Source("world", suite, split or None)
+    if kind == "hf_disk":
+        path, _, split = rest.partition("#")
+        return Source("hf_disk", path, split or None)
+    return Source(kind, rest)  # type: ignore[arg-type]
+
+
+def _scalar_str(d: dict[str, Any], key: str) -> str:
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, str | int | float):
+        raise ValueError(f"{key!r} must be a string, got {type(v).__name__}")
+    return str(v)
+
+
+def record_from_task(task: Task, origin: str) -> Record:
+    """A prompt/answer record that keeps its Task (for RL and eval stages)."""
+    return Record(prompt=task.instruction, answer=task.validation.answer, origin=origin, task=task)
+
+
+def record_from_dict(d: Any, origin: str) -> Record:
+    """Build a Record from one decoded JSON object; raises ValueError saying what is wrong."""
+    if not isinstance(d, dict):
+        raise ValueError(f"expected a JSON object, got {type(d).__name__}")
+    if "instruction" in d and "kind" in d and "id" in d:
+        try:
+            return record_from_task(Task.from_dict(d), origin)
+        except TypeError as e:
+            raise ValueError(f"bad task record: {e}") from e
+    if "messages" in d:
+        msgs = d["messages"]
+        if not isinstance(msgs, list) or not msgs:
+            raise ValueError("'messages' must be a non-empty list")
+        parsed = []
+        for i, m in enumerate(msgs):
+            try:  # parquet/arrow fill absent struct fields with None: drop them first
+                clean = {k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
+                parsed.append(Message.from_dict(clean))
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"messages[{i}]: {e}") from e
+        meta = {k: v for k, v in d.items() if k != "messages"}
+        return Record(messages=parsed, origin=origin, meta=meta)
+    if "prompt" in d or "answer" in d:
+        missing = [k for k in ("prompt", "answer") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"prompt/answer record is missing {missing[0]!r}")
+        meta = {k: v for k, v in d.items() if k not in ("prompt", "answer")}
+        return Record(
+            prompt=_scalar_str(d, "prompt"),
+            answer=_scalar_str(d, "answer"),
+            origin=origin,
+            meta=meta,
+        )
+    if "text" in d:
+        if not isinstance(d["text"], str):
+            raise ValueError(f"'text' must be a string, got {type(d['text']).__name__}")
+        return Record(
+            text=d["text"], origin=origin, meta={k: v for k, v in d.items() if k != "text"}
+        )
+    raise ValueError(f"no 'messages', 'prompt'/'answer' or 'text' key (keys: {sorted(d)})")
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    """(origin, decoded object or the ValueError of a bad line)."""
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            origin = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield origin, ValueError(f"not UTF-8 ({e.reason} at byte {e.start})")
+                continue
+            if not line.strip():
+                continue
+            try:
+                yield origin, json.loads(line)
+            except json.JSONDecodeError as e:
+                yield origin, ValueError(f"invalid JSON ({e.msg} at column {e.colno})")
+
+
+def _iter_rows(rows: list[dict[str, Any]], path: Path) -> Iterator[tuple[str, Any]]:
+    for i, row in enumerate(rows, start=1):
+        yield f"{path}:row {i}", row
+
+
+def _read_hf_disk(src: Source, path: Path) -> list[dict[str, Any]]:
+    import datasets  # heavy import, only when needed
+
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        split = src.split or ("train" if "train" in ds else None)
+        if split not in ds:
+            raise DataError(f"{src}: choose a split with #<split>; it has {sorted(ds)}")
+        ds = ds[split]
+    return ds.to_list()
+
+
+def _raw_items(src: Source) -> Iterator[tuple[str, Any]]:
+    path = Path(src.target)
+    if not path.exists():
+        raise DataError(f"source {src}: file not found: {path}")
+    if src.kind == "jsonl":
+        yield from _iter_jsonl(path)
+    elif src.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        yield from _iter_rows(pq.read_table(str(path)).to_pylist(), path)
+    else:
+        yield from _iter_rows(_read_hf_disk(src, path), path)
+
+
+def load_records(
+    spec: str | SourceSpec | Source,
+    on_error: OnError = "skip",
+    world: WorldResolver | None = None,
+) -> list[Record]:
+    """Read every record of one source.
+
+    Args:
+        spec: a source string, SourceSpec or parsed Source.
+        on_error: "skip" logs each bad record (file:line: what) and drops it; "fatal" raises.
+        world: resolver for `world:` sources; defaults to the registered one.
+
+    Returns:
+        The records in file order.
+    """
+    if on_error not in ("skip", "fatal"):
+        raise ValueError(f"on_error must be 'skip' or 'fatal', got {on_error!r}")
+    src = (
+        spec
+        if isinstance(spec, Source)
+        else parse_source(spec.source if isinstance(spec, SourceSpec) else spec)
+    )
+    if src.kind == "world":
+        resolver = world or _world_resolver
+        if resolver is None:
+            raise DataError(f"source {src}: no world resolver registered")
+        return resolver(src.target, src.split)
+    records, bad = [], []
+    for origin, obj in _raw_items(src):
+        try:
+            if isinstance(obj, ValueError):
+                raise obj
+            records.append(record_from_dict(obj, origin))
+        except ValueError as e:
+            if on_error == "fatal":
+                raise DataError(f"{origin}: bad record: {e}") from None
+            bad.append(f"{origin}: bad record skipped: {e}")
+    for msg in bad:
+        log.warning(msg)
+    if bad:
+        log.warning("%s: skipped %d bad record(s), kept %d", src, len(bad), len(records))
+    return records
+
+
+def _quotas(weights: list[float], n: int) -> list[int]:
+    """Split n by weight with the largest-remainder rule (ties go to the earlier source)."""
+    total = sum(weights)
+    exact = [n * w / total for w in weights]
+    counts = [int(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def mix(sources: list[tuple[SourceSpec | float, list[Record]]], n: int, seed: int) -> list[Record]:
+    """Draw a weighted mixture of n records, deterministically.
+
+    Each source gets round(n * w / sum(w)) records (largest remainder), drawn from a seeded
+    permutation of its records and cycling through further permutations when it has fewer than
+    its quota (so a record repeats only after all of its source's records were used). The
+    result is shuffled with the same seed.
+    """
+    if not sources:
+        raise ValueError("mix needs at least one source")
+    rng = random.Random(seed)
+    weights = [s.weight if isinstance(s, SourceSpec) else float(s) for s, _ in sources]
+    if any(not w > 0 for w in weights):
+        raise ValueError(f"mixture weights must be > 0, got {weights}")
+    out: list[Record] = []
+    for (spec, recs), k in zip(sources, _quotas(weights, n), strict=True):
+        if k and not recs:
+            name = spec.source if isinstance(spec, SourceSpec) else "a source"
+            raise DataError(f"{name} has no records but weight > 0")
+        drawn: list[Record] = []
+        while len(drawn) < k:
+            perm = list(recs)
+            rng.shuffle(perm)
+            drawn.extend(perm[: k - len(drawn)])
+        out.extend(drawn)
+    rng.shuffle(out)
+    return out

@@ -1,0 +1,117 @@
+"""Run model-written commands safely: `open_sandbox(...)` returns a `Sandbox` (DESIGN §5).
+
+Backends:
+    bwrap  (default on Linux) bubblewrap namespaces: no network, read-only system dirs, no
+           host files, private PID space, a private writable /workspace; see sandbox_bwrap.
+    docker a container per sandbox where a daemon answers (optional `docker` extra).
+    local  a plain subprocess in a temp dir, for trusted commands only (`trusted=True`).
+
+The caller's `workspace` directory is *copied* into the sandbox when it opens (snapshot
+semantics: the host directory is never touched, and `restore()` can always rebuild the
+workspace exactly). Every exec gets the same `Limits`; output past `output_bytes` is cut with
+a marker and the exec killed.
+
+Grading: `/grading` is a second directory that agent execs see read-only and
+`exec(..., grading=True)` execs may write. A grader copies hidden tests in with `copy_in`
+only at grading time, has the test runner write its report under /grading, and reads it
+back with `read_file("/grading/...")`. A grading exec still runs code the agent may have
+edited (a conftest.py, a sitecustomize), so graders must neutralise that themselves.
+
+Python inside the sandbox is the system /usr/bin/python3; the project's virtualenv lives under
+/work, which is not visible. To give sandboxed code a package such as pytest, bind a host
+site-packages directory read-only and point PYTHONPATH at it:
+
+    site = host_site_packages()
+    open_sandbox(extra_ro_binds={site: "/opt/pysite"}, env={"PYTHONPATH": "/opt/pysite"})
+
+(pure-Python packages work when the host and system Python share a minor version).
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from arcforge.envs.sandbox_types import (
+    GRADING,
+    WORKSPACE,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SnapshotId,
+)
+
+__all__ = [
+    "GRADING",
+    "WORKSPACE",
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SnapshotId",
+    "available_backends",
+    "host_site_packages",
+    "open_sandbox",
+]
+
+
+def open_sandbox(
+    backend: str = "bwrap",
+    workspace: str | Path | None = None,
+    limits: Limits | None = None,
+    trusted: bool = False,
+    **kw: Any,
+) -> Sandbox:
+    """Open a sandbox over a private copy of `workspace`.
+
+    Args:
+        backend: "bwrap", "docker" or "local".
+        workspace: host directory copied to /workspace (None: start empty).
+        limits: per-exec limits (default `Limits()`).
+        trusted: must be True for the "local" backend, which contains nothing.
+        **kw: backend options. bwrap: `extra_ro_binds` {host_path: sandbox_path},
+            `env` {name: value} for every exec, `shell`. docker: `image`, `env`.
+            local: `env`.
+    Returns:
+        a Sandbox; use it as a context manager or call `close()`.
+    Raises:
+        ValueError: unknown backend, or "local" without trusted=True.
+        SandboxError: the backend cannot start here.
+    """
+    limits = limits or Limits()
+    if backend == "bwrap":
+        from arcforge.envs.sandbox_bwrap import BwrapSandbox
+
+        return BwrapSandbox(workspace, limits, **kw)
+    if backend == "docker":
+        from arcforge.envs.sandbox_docker import DockerSandbox
+
+        return DockerSandbox(workspace, limits, **kw)
+    if backend == "local":
+        if not trusted:
+            raise ValueError(
+                "the 'local' backend runs commands unsandboxed on the host; pass trusted=True "
+                "only for commands you wrote yourself, or use backend='bwrap'"
+            )
+        from arcforge.envs.sandbox_local import LocalSandbox
+
+        return LocalSandbox(workspace, limits, **kw)
+    raise ValueError(f"unknown sandbox backend {backend!r}; choose bwrap, docker or local")
+
+
+def available_backends() -> list[str]:
+    """Backends that can start here, most isolated first ("local" is always last)."""
+    from arcforge.envs.sandbox_bwrap import bwrap_available
+    from arcforge.envs.sandbox_docker import docker_client
+
+    found = ["bwrap"] if bwrap_available() else []
+    if docker_client() is not None:
+        found.append("docker")
+    return [*found, "local"]
+
+
+def host_site_packages() -> Path:
+    """The running interpreter's site-packages (bind it read-only to give sandboxes pytest)."""
+    return Path(sysconfig.get_paths()["purelib"])

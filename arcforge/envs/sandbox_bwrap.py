@@ -1,0 +1,199 @@
+"""The bubblewrap backend: each exec is a fresh set of namespaces over a read-only host view.
+
+Every `exec` runs `bwrap <flags> -- bash -c '<ulimits>; exec bash -c "$1"' arcforge CMD`:
+new user, PID, network, IPC, UTS, mount and cgroup namespaces; only /usr (and the /bin, /lib,
+/sbin links into it) and a short list of /etc files bound read-only; a fresh /proc, /dev and
+/tmp; the workspace bound read-write at /workspace and the grading dir at /grading
+(read-write only when `grading=True`). Nothing else of the host exists inside: no home
+directories, no project checkout, no sockets, no network (loopback only, and it is private).
+
+The PID namespace's init is bubblewrap's reaper; when the command exits, it exits and the
+kernel kills everything left in the namespace, so background processes never outlive the
+exec. When we run as host root the sandbox runs as the unprivileged host uid 65534 instead:
+the kernel never applies RLIMIT_NPROC to host root, even inside a user namespace, and a
+breakout should not land as root. Inside, the command is uid 1000 ("sandbox") with no
+capabilities and no way to create further user namespaces.
+Deliberate simplifications: no seccomp filter; no per-sandbox disk quota; the system Python
+(/usr/bin/python3) is the interpreter inside, extra packages come in via `extra_ro_binds`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from arcforge.envs.sandbox_exec import run_capped, wrap_command
+from arcforge.envs.sandbox_files import HostStore, StoreBackedSandbox, copy_tree, etc_identity
+from arcforge.envs.sandbox_types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError
+
+UNPRIVILEGED_UID = 65534  # host uid the sandbox runs as when we are root ("nobody")
+INNER_UID = 1000
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# /etc entries a toolchain needs: the loader cache, alternatives links (python3, editor, ...),
+# CA certificates, name-service config, timezone, and Debian's python sitecustomize. The small
+# ones are copied once per process into a shared etc dir (with our passwd, group and hosts)
+# that is bound read-only as /etc: one mount instead of twenty halves an exec's cost. The two
+# big directories of symlinks are bound on top (creating 700 symlinks costs a second here).
+ETC_COPY = [
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates.conf", "/etc/nsswitch.conf", "/etc/localtime",
+    "/etc/os-release", "/etc/protocols", "/etc/services", "/etc/mime.types",
+    "/etc/debian_version", "/etc/locale.alias", "/etc/inputrc", "/etc/bash.bashrc",
+]  # fmt: skip
+ETC_BIND = ["/etc/alternatives", "/etc/ssl/certs"]
+MERGED_USR = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+
+
+def bwrap_available() -> bool:
+    """True when bubblewrap is installed and can create its namespaces here."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    res = run_capped(
+        [exe, "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr",
+         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+         "--symlink", "usr/lib64", "/lib64", "--", "/bin/true"],
+        timeout=10, output_bytes=10_000, user=_drop_uid(),
+    )  # fmt: skip
+    return res.exit_code == 0
+
+
+def _drop_uid() -> int | None:
+    return UNPRIVILEGED_UID if os.geteuid() == 0 else None
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for d in MERGED_USR:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    return args
+
+
+_SHARED_ETC: dict[str, Path] = {}
+
+
+def _shared_etc() -> Path:
+    """This process's etc dir for sandboxes (made on first use, removed at exit)."""
+    if "etc" not in _SHARED_ETC:
+        etc = Path(tempfile.mkdtemp(prefix="arcforge-etc-"))
+        etc.chmod(0o755)
+        atexit.register(shutil.rmtree, etc, ignore_errors=True)
+        for p in ETC_COPY + sorted(glob.glob("/etc/python3*")):
+            if os.path.lexists(p):
+                copy_tree(Path(p), etc / os.path.relpath(p, "/etc"))
+        for p in ETC_BIND:  # mount points for the binds on top
+            (etc / os.path.relpath(p, "/etc")).mkdir(parents=True, exist_ok=True)
+        for name, text in etc_identity(INNER_UID).items():
+            (etc / name).write_text(text)
+        for d in [etc, *etc.rglob("*")]:
+            if d.is_dir() and not d.is_symlink():
+                d.chmod(0o755)
+        _SHARED_ETC["etc"] = etc
+    return _SHARED_ETC["etc"]
+
+
+class BwrapSandbox(StoreBackedSandbox):
+    """A `Sandbox` backed by bubblewrap. Build it with `open_sandbox(backend="bwrap")`."""
+
+    backend = "bwrap"
+    workdir = WORKSPACE
+
+    def __init__(
+        self,
+        workspace: str | Path | None,
+        limits: Limits,
+        extra_ro_binds: dict[str | Path, str] | None = None,
+        env: dict[str, str] | None = None,
+        shell: str = "/bin/bash",
+    ):
+        self.exe = shutil.which("bwrap")
+        if self.exe is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        self.limits, self.shell, self.env = limits, shell, dict(env or {})
+        self.extra_ro_binds = {str(Path(k).resolve()): v for k, v in (extra_ro_binds or {}).items()}
+        for host, inside in self.extra_ro_binds.items():
+            if not os.path.exists(host) or not inside.startswith("/"):
+                raise SandboxError(f"bad extra_ro_binds entry {host} -> {inside}")
+        self.uid = _drop_uid()
+        self.etc = _shared_etc()
+        self.store = HostStore(workspace, owner=self.uid)
+        self.store.snapshot()  # "snap-0": the initial state, target of a bare restore()
+        self._static = self._static_args()
+
+    def _static_args(self) -> list[str]:
+        args = [
+            "--unshare-all", "--unshare-user",  # user, pid, net, ipc, uts, cgroup, mount ns
+            "--disable-userns",  # no nested user namespaces (no caps to regain inside)
+            "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", "sandbox",
+            "--die-with-parent",  # the sandbox dies if the host-side runner dies
+            "--new-session",  # setsid: no TIOCSTI typing into a host terminal
+            "--cap-drop", "ALL",
+            *_system_binds(),
+            "--ro-bind", str(self.etc), "/etc",
+            *[a for p in ETC_BIND if os.path.isdir(p) for a in ("--ro-bind", p, p)],
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp",
+            "--size", str(64 << 20), "--tmpfs", "/dev/shm",
+        ]  # fmt: skip
+        for host, inside in self.extra_ro_binds.items():
+            args += ["--ro-bind", host, inside]
+        return args
+
+    def argv(self, cmd: str, env: dict[str, str], cwd: str, grading: bool) -> list[str]:
+        """The full bwrap command line for one exec (public so it can be inspected/logged)."""
+        s = self.store
+        args = [self.exe, *self._static]
+        args += ["--bind", str(s.workspace), WORKSPACE]
+        args += ["--bind" if grading else "--ro-bind", str(s.grading), GRADING]
+        args += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
+        base = {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8", "USER": "sandbox"}
+        for k, v in {**base, **self.env, **env}.items():
+            args += ["--setenv", k, v]
+        return [*args, "--", *wrap_command(cmd, self.limits, self.shell)]
+
+    def exec(
+        self,
+        cmd: str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        grading: bool = False,
+    ) -> ExecResult:
+        """Run `cmd` with bash inside a fresh sandbox over this workspace.
+
+        Args:
+            cmd: shell command line (bash).
+            timeout: wall-clock seconds (default: limits.wall_time).
+            stdin: text fed to the command.
+            env: extra environment variables (on top of PATH, HOME=/tmp, LANG, USER).
+            cwd: working directory inside (default /workspace).
+            grading: bind /grading read-write for this exec only (graders write reports
+                there; agent execs see it read-only, so they cannot forge them).
+        """
+        if self.closed:
+            raise SandboxError("sandbox is closed")
+        argv = self.argv(cmd, env or {}, cwd or WORKSPACE, grading)
+        wall = self.limits.wall_time if timeout is None else timeout
+        res = run_capped(
+            argv, timeout=wall, output_bytes=self.limits.output_bytes, stdin=stdin,
+            env={"PATH": PATH}, cwd=str(self.store.root), user=self.uid,
+        )  # fmt: skip
+        if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
+            raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
+        if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
+            raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
+        return res
+
+    def close(self) -> None:
+        """Delete the host copy of the workspace and snapshots. Nothing runs between execs."""
+        if not self.closed:
+            self.closed = True
+            self.store.remove()

@@ -1,0 +1,222 @@
+"""Host-side storage of a sandbox: the workspace copy, the grading dir and snapshots.
+
+Layout of one sandbox on the host (a private temp dir, mode 0711):
+
+    root/workspace/   copy of the caller's workspace; the command's /workspace (read-write)
+    root/grading/     the command's /grading: read-only, writable only in grading execs
+    root/snapshots/   one full copy per snapshot (mode 0700, never visible inside)
+
+The workspace is *copied* in, never bound: the caller's directory stays pristine and
+snapshots/restores are exact (contents, modes, mtimes, symlinks, deletions).
+Host-side file methods resolve every path and refuse anything that leaves the workspace or
+the grading dir, so a symlink the agent planted (`/workspace/x -> /etc/shadow`) cannot make the
+host read or write outside. FIFOs are recreated rather than opened and sockets/devices are
+skipped, so a planted FIFO cannot hang the host. No sandboxed process runs between execs
+(each exec's PID namespace dies with it), so these checks do not race with the agent.
+Deliberate simplifications: snapshots are plain copies (no reflinks/overlays); hard links
+inside the workspace are copied as separate files; disk usage is not capped (files are, by
+RLIMIT_FSIZE).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Self
+
+from arcforge.envs.sandbox_types import GRADING, WORKSPACE, SandboxError, SnapshotId
+
+
+def _copy_entry(src: str, dst: str) -> None:
+    st = os.lstat(src)
+    if stat.S_ISREG(st.st_mode):
+        shutil.copy2(src, dst, follow_symlinks=False)
+    elif stat.S_ISFIFO(st.st_mode):
+        os.mkfifo(dst, stat.S_IMODE(st.st_mode))
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # sockets and device nodes are skipped: they cannot be restored meaningfully
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    """Copy a file or directory exactly (symlinks as links, modes, mtimes), never following links."""
+    if src.is_symlink() or not src.is_dir():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            _copy_entry(str(src), str(dst))
+        return
+    shutil.copytree(src, dst, symlinks=True, copy_function=_copy_entry, dirs_exist_ok=True)
+
+
+def clear_dir(path: Path) -> None:
+    """Delete everything inside `path` (not `path` itself: a container may have it mounted)."""
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def etc_identity(uid: int) -> dict[str, str]:
+    """passwd, group and hosts for a sandbox whose user is `uid` (named \"sandbox\")."""
+    return {
+        "passwd": f"root:x:0:0:root:/root:/bin/bash\nsandbox:x:{uid}:{uid}:sandbox:/tmp:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nsandbox:x:{uid}:\nnogroup:x:65534:\n",
+        "hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n",
+    }
+
+
+class HostStore:
+    """The host directories behind one sandbox, and safe path mapping into them."""
+
+    def __init__(self, workspace: str | Path | None, owner: int | None):
+        if workspace is not None and not Path(workspace).is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        self.root = Path(tempfile.mkdtemp(prefix="arcforge-sbx-"))
+        self.root.chmod(0o711)  # an unprivileged bwrap must traverse it; listing stays private
+        self.owner = owner  # host uid:gid the sandboxed processes run as (set when we are root)
+        self.workspace, self.grading = self.root / "workspace", self.root / "grading"
+        self.snapshots = self.root / "snapshots"
+        for d in (self.workspace, self.grading):
+            d.mkdir(mode=0o755)
+        self.snapshots.mkdir(mode=0o700)
+        if workspace is not None:
+            copy_tree(Path(workspace), self.workspace)
+        self.fix_owner(self.workspace)
+        self.fix_owner(self.grading, top_only=True)
+        self._ids: list[SnapshotId] = []
+
+    # --- ownership: sandboxed processes must own the workspace they write ---------------
+    def fix_owner(self, path: Path, top_only: bool = False) -> None:
+        if self.owner is None or not path.exists():
+            return
+        os.lchown(path, self.owner, self.owner)
+        if top_only or not path.is_dir() or path.is_symlink():
+            return
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                os.lchown(os.path.join(dirpath, name), self.owner, self.owner)
+
+    # --- sandbox path -> host path ------------------------------------------------------
+    def host_path(self, sandbox_path: str, workdir: str = WORKSPACE) -> Path:
+        """Map a sandbox path to the host, refusing anything that resolves outside its area."""
+        p = sandbox_path
+        if not p.startswith("/"):
+            p = f"{WORKSPACE}/{p}"
+        elif workdir != WORKSPACE and p.startswith(workdir):
+            p = WORKSPACE + p[len(workdir) :]
+        for prefix, base in ((WORKSPACE, self.workspace), (GRADING, self.grading)):
+            if p == prefix or p.startswith(prefix + "/"):
+                candidate = base / p[len(prefix) :].lstrip("/")
+                real = Path(os.path.realpath(candidate))
+                if real == base or base in real.parents:
+                    return real if not candidate.is_symlink() else candidate
+                raise SandboxError(f"{sandbox_path} resolves outside the sandbox")
+        raise SandboxError(f"{sandbox_path} is not under {WORKSPACE} or {GRADING}")
+
+    def read(self, sandbox_path: str, workdir: str = WORKSPACE) -> str:
+        path = self.host_path(sandbox_path, workdir)
+        if not path.exists() or not stat.S_ISREG(os.lstat(path).st_mode):
+            raise SandboxError(f"{sandbox_path} is not a regular file")
+        return path.read_text(errors="replace")
+
+    def write(
+        self, sandbox_path: str, content: str | bytes, mode: int | None, workdir: str
+    ) -> None:
+        path = self.host_path(sandbox_path, workdir)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise SandboxError(f"{sandbox_path} exists and is not a regular file")
+        made = [p for p in reversed(path.parents) if not p.exists()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        if mode is not None:
+            path.chmod(mode)
+        for p in [*made, path]:
+            self.fix_owner(p, top_only=True)
+
+    def copy_in(self, host_src: str | Path, sandbox_path: str, workdir: str) -> None:
+        dst = self.host_path(sandbox_path, workdir)
+        if dst.is_symlink():
+            raise SandboxError(f"{sandbox_path} is a symlink")
+        copy_tree(Path(host_src), dst)
+        self.fix_owner(dst)
+
+    def copy_out(self, sandbox_path: str, host_dst: str | Path, workdir: str) -> None:
+        copy_tree(self.host_path(sandbox_path, workdir), Path(host_dst))
+
+    # --- snapshots -------------------------------------------------------------------
+    def snapshot(self) -> SnapshotId:
+        sid = SnapshotId(f"snap-{len(self._ids)}")
+        copy_tree(self.workspace, self.snapshots / sid)
+        self._ids.append(sid)
+        return sid
+
+    def restore(self, sid: SnapshotId | None) -> None:
+        """Make the workspace exactly snapshot `sid` (None: the latest one)."""
+        if sid is None and self._ids:
+            sid = self._ids[-1]
+        if sid not in self._ids:
+            raise SandboxError(f"unknown snapshot {sid!r}")
+        src = self.snapshots / sid
+        clear_dir(self.workspace)
+        copy_tree(src, self.workspace)
+        shutil.copystat(src, self.workspace)
+        self.fix_owner(self.workspace)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class StoreBackedSandbox:
+    """File methods and the context manager, shared by every backend (one level of subclassing).
+
+    A backend sets `backend`, `workdir`, `store` and implements `exec` and `close`; after a
+    host-side change it may need `_after_host_change` (the docker backend re-owns files).
+    """
+
+    backend: str
+    workdir: str
+    store: HostStore
+    closed: bool = False
+
+    def _after_host_change(self) -> None:
+        pass
+
+    def write_file(self, path: str, content: str | bytes, mode: int | None = None) -> None:
+        """Write a file in the workspace (or /grading), creating parent directories."""
+        self.store.write(path, content, mode, self.workdir)
+        self._after_host_change()
+
+    def read_file(self, path: str) -> str:
+        """Read a regular file from the workspace or /grading as text (undecodable -> U+FFFD)."""
+        return self.store.read(path, self.workdir)
+
+    def copy_in(self, host_path: str | Path, sandbox_path: str) -> None:
+        """Copy a host file or directory into the sandbox (e.g. hidden tests at grading)."""
+        self.store.copy_in(host_path, sandbox_path, self.workdir)
+        self._after_host_change()
+
+    def copy_out(self, sandbox_path: str, host_path: str | Path) -> None:
+        """Copy a sandbox file or directory to the host; symlinks stay links, never followed."""
+        self.store.copy_out(sandbox_path, host_path, self.workdir)
+
+    def snapshot(self) -> SnapshotId:
+        """Save the workspace (not /grading); returns an id for `restore`."""
+        return self.store.snapshot()
+
+    def restore(self, snapshot_id: SnapshotId | None = None) -> None:
+        """Make the workspace exactly as at `snapshot_id` (None: the latest snapshot; one is
+        taken when the sandbox opens, so a fresh sandbox restores to its initial state)."""
+        self.store.restore(snapshot_id)
+        self._after_host_change()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,105 @@
+"""The sandbox's data contracts: `Limits`, `ExecResult`, `SnapshotId` and the `Sandbox` protocol.
+
+Every backend (bwrap, docker, local) returns the same `ExecResult` and honours the same
+`Limits`, so an environment never needs to know which backend runs its commands. This module
+imports nothing else from arcforge.envs so that backends and tests can share it freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NewType, Protocol, runtime_checkable
+
+SnapshotId = NewType("SnapshotId", str)
+
+# Paths as the sandboxed command sees them (the local backend maps them to its temp copy).
+WORKSPACE = "/workspace"
+GRADING = "/grading"
+TRUNCATION_MARKER = "\n[arcforge: output truncated after {n} bytes]\n"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (could not start, bad path), not the command inside it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-exec resource limits. Every exec gets all of them; none can be raised from inside.
+
+    Attributes:
+        wall_time: seconds before the whole exec (every process in it) is killed.
+        cpu_seconds: CPU seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL).
+        memory_mb: address space per process in MiB (RLIMIT_AS). Runtimes that reserve huge
+            virtual ranges up front (JVM, Go, some JITs) may need a larger value.
+        max_processes: processes/threads the command may have at once, itself included
+            (RLIMIT_NPROC, counted inside the sandbox's own user namespace; bwrap only).
+        output_bytes: stdout + stderr kept in total; past it the exec is killed and the
+            output ends with a truncation marker.
+        file_size_mb: largest file a process may write (RLIMIT_FSIZE).
+        tmp_mb: size of the private /tmp tmpfs (bwrap), which is fresh for every exec.
+    """
+
+    wall_time: float = 30
+    cpu_seconds: int = 30
+    memory_mb: int = 1024
+    max_processes: int = 64
+    output_bytes: int = 1_000_000
+    file_size_mb: int = 1024
+    tmp_mb: int = 512
+
+
+@dataclass
+class ExecResult:
+    """What one exec produced. `exit_code` follows the shell: 128 + N when killed by signal N."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration: float  # seconds, wall clock, measured on the host
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A private workspace plus a way to run shell commands against it.
+
+    Paths given to the file methods are sandbox paths: relative ones are under /workspace;
+    absolute ones must lie under /workspace or /grading.
+    """
+
+    backend: str
+    workdir: str  # where the workspace appears to commands ("/workspace" except for local)
+
+    def exec(
+        self,
+        cmd: str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        grading: bool = False,
+    ) -> ExecResult: ...
+
+    def write_file(self, path: str, content: str | bytes, mode: int | None = None) -> None: ...
+
+    def read_file(self, path: str) -> str: ...
+
+    def copy_in(self, host_path: str | Path, sandbox_path: str) -> None: ...
+
+    def copy_out(self, sandbox_path: str, host_path: str | Path) -> None: ...
+
+    def snapshot(self) -> SnapshotId: ...
+
+    def restore(self, snapshot_id: SnapshotId | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...

@@ -1,0 +1,78 @@
+"""The evaluation harness: suites × stage checkpoints → the capability matrix.
+
+`evaluate_checkpoint` loads one checkpoint and runs the configured suites on held-out tasks;
+`evaluate_run` does that for every finished stage of a run and caches each stage's results in
+`RUN_DIR/eval/<stage>.json` (a rerun only evaluates what is missing). Each result is
+`{"score", "ci": [lo, hi], "n", "examples"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arcforge.config import EvalCfg
+from arcforge.errors import UserError
+from arcforge.eval.stats import summarize
+from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.model.checkpoint import load_model
+from arcforge.model.tokenizer import load_tokenizer
+from arcforge.progress import progress
+from arcforge.rollout.engine import LocalEngine
+
+
+def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
+    if not (ckpt / "config.json").exists():
+        raise UserError(f"{ckpt} is not a checkpoint directory (no config.json)")
+    model = load_model(ckpt).eval()
+    tok, _ = load_tokenizer(ckpt)
+    engine = LocalEngine(model, pad_token_id=tok.pad_token_id or 0, max_batch=batch_size)
+    return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
+
+
+def evaluate_checkpoint(ckpt: Path, world: Any, cfg: EvalCfg,
+                        suites: list[str] | None = None, desc: str = "eval") -> dict[str, dict]:
+    """Run `suites` (default: cfg.suites) on one checkpoint; returns {suite: result}."""
+    names = suites or cfg.suites
+    unknown = [s for s in names if s not in SUITES]
+    if unknown:
+        raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
+    torch.manual_seed(cfg.seed)
+    ev = load_evaluator(ckpt, world, cfg.batch_size)
+    results: dict[str, dict] = {}
+    with progress(len(names), desc) as bar:
+        for i, name in enumerate(names):
+            t0 = time.time()
+            out = SUITES[name](ev, cfg)
+            results[name] = {**summarize(out.scores), "examples": out.examples,
+                             "seconds": round(time.time() - t0, 2)}
+            bar.update(i + 1)
+    return results
+
+
+def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str, dict]]:
+    """Evaluate every finished stage (or `only` those) of a run; cached per stage."""
+    out_dir = ctx.run_dir / "eval"
+    out_dir.mkdir(exist_ok=True)
+    results: dict[str, dict[str, dict]] = {}
+    for stage in ctx.cfg.stages:
+        if only and stage.name not in only or not stage.eval:
+            continue
+        ckpt = ctx.checkpoint(stage.name)
+        if not (ctx.run_dir / stage.name / "DONE").exists():
+            continue
+        cache = out_dir / f"{stage.name}.json"
+        have = json.loads(cache.read_text()) if cache.exists() else {}
+        missing = [s for s in ctx.cfg.eval.suites if s not in have]
+        if missing:
+            have.update(evaluate_checkpoint(ckpt, ctx.world, ctx.cfg.eval, missing,
+                                            desc=f"eval {stage.name}"))
+            cache.write_text(json.dumps(have, indent=1))
+        results[stage.name] = have
+        line = "  ".join(f"{s}={have[s]['score']:.3f}" for s in ctx.cfg.eval.suites if s in have)
+        print(f"[eval {stage.name}] {line}")
+    return results

@@ -1,0 +1,167 @@
+"""Evaluation suites: each scores one checkpoint on the world's held-out tasks.
+
+A suite is a function `(Evaluator, EvalCfg) -> SuiteOutput` registered in `SUITES`: per-item
+scores (averaged into score ± 95% CI by the harness) plus a few examples for the report.
+Generation is greedy, with the same held-out tasks and order for every stage, so differences
+between stages are differences between checkpoints.
+
+- lm_loss       mean next-token loss on held-out world documents (lower is better)
+- reasoning     arithmetic word problems, final answer checked with math-verify
+- tool_format   share of replies to tool-use prompts that contain a well-formed, schema-valid
+                tool call (success with real tools is measured by the environment suites)
+- long_context  a fact placed far back in a long document, asked for at the end (plain LM)
+- chat          instructions with checkable constraints, all satisfied = 1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
+from arcforge.chat.tokens import END, EOS
+from arcforge.config import EvalCfg
+from arcforge.rewards.math import exact_match, math_reward
+from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.types import Message, Task
+
+LOWER_IS_BETTER = {"lm_loss"}
+
+
+@dataclass
+class SuiteOutput:
+    scores: list[float]
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Evaluator:
+    """A loaded checkpoint plus what suites need to query it."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    engine: LocalEngine
+    world: Any
+
+    def stop_ids(self) -> list[int]:
+        ids = [self.tokenizer.convert_tokens_to_ids(t) for t in (END, EOS)]
+        return [i for i in ids if i is not None and i >= 0]
+
+    def complete(self, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
+        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0,
+                                stop_token_ids=self.stop_ids())
+        outs = self.engine.generate([self.fit(p, max_new_tokens) for p in prompts], params)
+        return [self.tokenizer.decode(o.token_ids, skip_special_tokens=False) for o in outs]
+
+    def chat(self, tasks: list[Task], max_new_tokens: int, with_tools: bool = False,
+             thinking: bool = True) -> list[str]:
+        """Greedy assistant replies (raw text with think/tool_call tags) to each task."""
+        tools = self.world.tools()
+        prompts = []
+        for t in tasks:
+            msgs = [Message(role="user", content=t.instruction, thinking=thinking)]
+            tl = [tools[n] for n in t.tools if n in tools] if with_tools else None
+            enc = render_ids(msgs, self.tokenizer, tools=tl, thinking=ThinkingConfig(),
+                             add_generation_prompt=True)
+            prompts.append(enc.input_ids)
+        return self.complete(prompts, max_new_tokens)
+
+    def fit(self, ids: list[int], max_new_tokens: int) -> list[int]:
+        """Keep the last tokens that fit the model's context with room to answer."""
+        limit = int(getattr(self.model.config, "max_position_embeddings", 2048)) - max_new_tokens
+        return ids[-limit:]
+
+
+def _strip_end(text: str) -> str:
+    return text.replace(END, "").replace(EOS, "").strip()
+
+
+def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    docs = ev.world.heldout_corpus()[: cfg.n]
+    scores = []
+    seq_len = 128
+    with torch.inference_mode():
+        for d in docs:
+            ids = ev.tokenizer(d.text, add_special_tokens=False)["input_ids"][: seq_len + 1]
+            if len(ids) < 8:
+                continue
+            x = torch.tensor([ids])  # (1, T+1)
+            logits = ev.model(input_ids=x[:, :-1]).logits.float()  # (1, T, V)
+            scores.append(F.cross_entropy(logits[0], x[0, 1:]).item())
+    return SuiteOutput(scores)
+
+
+def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    tasks = ev.world.tasks("reasoning", "test")[: cfg.n]
+    outs = ev.chat(tasks, cfg.max_new_tokens)
+    scores, ex = [], []
+    for t, o in zip(tasks, outs):
+        parsed = parse_assistant(_strip_end(o))
+        s = math_reward(parsed.content, t.validation.answer or "")
+        scores.append(s)
+        if len(ex) < 3:
+            ex.append({"prompt": t.instruction, "output": o, "answer": t.validation.answer,
+                       "score": s})
+    return SuiteOutput(scores, ex)
+
+
+def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    tasks = ev.world.tasks("tool", "test")[: cfg.n]
+    tools = ev.world.tools()
+    outs = ev.chat(tasks, cfg.max_new_tokens, with_tools=True)
+    scores, ex = [], []
+    for t, o in zip(tasks, outs):
+        parsed = parse_assistant(_strip_end(o))
+        offered = {n: tools[n] for n in t.tools if n in tools}
+        ok = bool(parsed.tool_calls) and not parsed.errors and all(
+            validate_call(c, offered) is None for c in parsed.tool_calls)
+        scores.append(1.0 if ok else 0.0)
+        if len(ex) < 3:
+            ex.append({"prompt": t.instruction, "output": o, "score": float(ok),
+                       "errors": parsed.errors})
+    return SuiteOutput(scores, ex)
+
+
+def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    tasks = ev.world.tasks("long_context", "test")[: cfg.n]
+    prompts = [ev.tokenizer(t.instruction + "\nAnswer:", add_special_tokens=False)["input_ids"]
+               for t in tasks]
+    outs = ev.complete(prompts, 12)
+    scores, ex = [], []
+    for t, o in zip(tasks, outs):
+        pred = _strip_end(o).splitlines()[0].strip() if _strip_end(o) else ""
+        s = exact_match("Answer: " + pred, t.validation.answer or "")
+        scores.append(s)
+        if len(ex) < 3:
+            ex.append({"question": t.instruction[-200:], "output": o, "answer":
+                       t.validation.answer, "prompt_tokens": len(prompts[len(ex)])})
+    return SuiteOutput(scores, ex)
+
+
+def suite_chat(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    from arcforge.world import check_constraints
+
+    tasks = ev.world.tasks("chat", "test")[: cfg.n]
+    outs = ev.chat(tasks, cfg.max_new_tokens)
+    scores, ex = [], []
+    for t, o in zip(tasks, outs):
+        content = parse_assistant(_strip_end(o)).content
+        frac, _ = check_constraints(content, t.validation.constraints)
+        s = 1.0 if frac >= 1.0 else 0.0
+        scores.append(s)
+        if len(ex) < 3:
+            ex.append({"prompt": t.instruction, "output": o, "score": s})
+    return SuiteOutput(scores, ex)
+
+
+SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
+    "lm_loss": suite_lm_loss,
+    "reasoning": suite_reasoning,
+    "tool_format": suite_tool_format,
+    "long_context": suite_long_context,
+    "chat": suite_chat,
+}

@@ -1,0 +1,126 @@
+"""Tokenizer training and loading.
+
+`train_tokenizer` builds a byte-level BPE with the `tokenizers` library: the ByteLevel
+pre-tokenizer maps every byte to a printable symbol and the 256-symbol alphabet is always in the
+vocabulary, so any string (any unicode, any bytes of a UTF-8 text) encodes and decodes back
+exactly. Every chat special token (arcforge.chat.tokens) is a single added token.
+
+`load_tokenizer` opens any local HF tokenizer directory. A foreign tokenizer (a real checkpoint's)
+gets the chat special tokens it lacks added, and the count is returned so the caller can resize
+the model's embeddings (see arcforge.model.checkpoint.resize_for_tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from arcforge.chat.tokens import BOS, EOS, PAD, SPECIAL_TOKENS
+
+DEFAULT_MAX_LENGTH = 4096
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+    model_max_length: int = DEFAULT_MAX_LENGTH,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer.
+
+    Args:
+        texts: the training corpus (any iterable of strings; consumed once).
+        vocab_size: total vocabulary size including the 256 byte symbols and the special tokens.
+        special_tokens: tokens that must each be one id; must contain PAD, BOS and EOS.
+        model_max_length: the context length recorded on the tokenizer.
+
+    Returns:
+        A transformers fast tokenizer with pad/bos/eos set; the rest of `special_tokens` are its
+        extra special tokens.
+    """
+    missing = [t for t in (PAD, BOS, EOS) if t not in special_tokens]
+    if missing:
+        raise ValueError(f"special_tokens must include {missing}")
+    floor = 256 + len(special_tokens)
+    if vocab_size < floor:
+        raise ValueError(f"vocab_size {vocab_size} < {floor} (256 bytes + special tokens)")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    extra = [t for t in special_tokens if t not in (PAD, BOS, EOS)]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        extra_special_tokens=extra,
+        model_max_length=model_max_length,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
+    """Write the tokenizer as a `save_pretrained` directory; returns the directory.
+
+    transformers 5 writes `tokenizer_class: TokenizersBackend` and a list under
+    `extra_special_tokens`, which transformers 4.x (what many vLLM builds pin) cannot read. We
+    rewrite both to the spelling every version understands: `PreTrainedTokenizerFast` and
+    `additional_special_tokens` (transformers 5 maps the latter back on load).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(out))
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    if cfg.get("tokenizer_class") == "TokenizersBackend":
+        cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if isinstance(cfg.get("extra_special_tokens"), list):
+        cfg["additional_special_tokens"] = cfg.pop("extra_special_tokens")
+    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+    return out
+
+
+def add_chat_tokens(
+    tok: PreTrainedTokenizerFast, special_tokens: list[str] = SPECIAL_TOKENS
+) -> int:
+    """Add the chat special tokens `tok` lacks (pad too, if it has none); returns how many."""
+    vocab = tok.get_vocab()
+    before = len(tok)
+    missing = [t for t in special_tokens if t not in vocab]
+    to_add: dict[str, object] = {}
+    if tok.pad_token is None:
+        to_add["pad_token"] = PAD
+    extra = [t for t in missing if t != PAD or "pad_token" not in to_add]
+    if extra:
+        to_add["extra_special_tokens"] = extra
+    if to_add:
+        tok.add_special_tokens(to_add, replace_extra_special_tokens=False)
+    return len(tok) - before
+
+
+def load_tokenizer(path: str | Path) -> tuple[PreTrainedTokenizerFast, int]:
+    """Load a tokenizer from a local directory and make sure it has the chat special tokens.
+
+    Args:
+        path: a directory written by `save_pretrained` (ours or any HF checkpoint's).
+
+    Returns:
+        (tokenizer, n_added): n_added > 0 means the model's embeddings must be resized.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(f"tokenizer directory not found: {p}")
+    tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    n_added = add_chat_tokens(tok)
+    return tok, n_added

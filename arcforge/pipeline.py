@@ -1,0 +1,128 @@
+"""The stage graph: world → tokenizer → stages in order → evaluation → report, with resume.
+
+Each stage writes `RUN_DIR/<stage>/` (the `checkpoint/` save_pretrained dir, `metrics.jsonl`,
+`config.yaml` with the stage's resolved config, and `DONE` once finished). Rerunning skips
+stages whose DONE exists and resumes an interrupted stage from its `state/`. Stage kinds map to
+runner functions in `STAGE_RUNNERS`; later stages (RL, distillation) register there too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from arcforge.config import RunCfg, StageCfg, dump_config
+from arcforge.errors import UserError
+
+StageRunner = Callable[["RunContext", StageCfg, Path], dict]
+STAGE_RUNNERS: dict[str, StageRunner] = {}
+
+
+def register_stage(*kinds: str) -> Callable[[StageRunner], StageRunner]:
+    def deco(fn: StageRunner) -> StageRunner:
+        for k in kinds:
+            STAGE_RUNNERS[k] = fn
+        return fn
+
+    return deco
+
+
+@dataclass
+class RunContext:
+    """What every stage runner gets: the config, the run dir, the lazily built world/tokenizer."""
+
+    cfg: RunCfg
+    run_dir: Path
+    _world: object | None = field(default=None, repr=False)
+    _tokenizer: object | None = field(default=None, repr=False)
+
+    @property
+    def world(self):  # -> arcforge.world.World
+        if self._world is None:
+            from arcforge.stages import prepare_world
+
+            self._world = prepare_world(self)
+        return self._world
+
+    @property
+    def tokenizer(self):  # -> PreTrainedTokenizerFast
+        if self._tokenizer is None:
+            from arcforge.stages import prepare_tokenizer
+
+            self._tokenizer = prepare_tokenizer(self)
+        return self._tokenizer
+
+    def stage_dir(self, name: str) -> Path:
+        return self.run_dir / name
+
+    def checkpoint(self, name: str) -> Path:
+        return self.run_dir / name / "checkpoint"
+
+    def init_checkpoint(self, stage: StageCfg) -> Path | None:
+        """The checkpoint a stage starts from: `init`, else the previous stage, else none."""
+        names = [s.name for s in self.cfg.stages]
+        i = names.index(stage.name)
+        src = stage.init or (names[i - 1] if i > 0 else None)
+        if src is None:
+            return None
+        ck = self.checkpoint(src)
+        if not (ck / "config.json").exists():
+            raise UserError(f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet")
+        return ck
+
+
+def default_run_dir(cfg: RunCfg) -> Path:
+    return Path(cfg.run_dir or f"runs/{cfg.name}")
+
+
+def stage_done(run_dir: Path, name: str) -> bool:
+    return (run_dir / name / "DONE").exists()
+
+
+def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
+    """Run one stage unless it is done; returns its summary."""
+    out = ctx.stage_dir(stage.name)
+    if stage_done(ctx.run_dir, stage.name):
+        return json.loads((out / "DONE").read_text())
+    runner = STAGE_RUNNERS.get(stage.kind)
+    if runner is None:
+        raise UserError(f"stage kind {stage.kind!r} has no runner; known: {sorted(STAGE_RUNNERS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(stage.model_dump(mode="json"), sort_keys=False))
+    t0 = time.time()
+    summary = runner(ctx, stage, out)
+    summary = {"stage": stage.name, "kind": stage.kind, "seconds": time.time() - t0, **summary}
+    (out / "DONE").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def run_pipeline(cfg: RunCfg, run_dir: Path | None = None, until: str | None = None,
+                 evaluate: bool = True, report: bool = True) -> Path:
+    """Run every stage (up to and including `until`), evaluate each checkpoint, write the report."""
+    import arcforge.stages  # noqa: F401  (registers the stage runners)
+    from arcforge.eval.harness import evaluate_run
+    from arcforge.report import write_report
+
+    run_dir = Path(run_dir or default_run_dir(cfg))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    ctx = RunContext(cfg, run_dir)
+    ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
+    ctx.tokenizer  # noqa: B018
+    for stage in cfg.stages:
+        summary = run_stage(ctx, stage)
+        print(f"[{stage.name}] done: " + ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in summary.items() if k not in ("stage", "kind")))
+        if evaluate:
+            evaluate_run(ctx, only=[stage.name])
+        if until and stage.name == until:
+            break
+    if report:
+        write_report(run_dir)
+    return run_dir

@@ -1,0 +1,198 @@
+"""The run report: capability matrix, training curves and what each stage changed.
+
+`write_report(run_dir)` reads only files the run wrote (stage DONE summaries, metrics.jsonl,
+eval/<stage>.json) and writes `report.json` (for tools), `report.md`, `report.html` and PNG
+plots under `plots/`. Every number comes from the run; nothing is computed that the run did not
+measure. "Beyond the CI" means the two stages' 95% intervals do not overlap.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import yaml  # noqa: E402
+
+from arcforge.errors import UserError  # noqa: E402
+
+LOWER_IS_BETTER = {"lm_loss"}
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def collect(run_dir: Path) -> dict[str, Any]:
+    """Gather the run's measured results into the report.json structure."""
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.exists():
+        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
+    cfg = yaml.safe_load(cfg_path.read_text())
+    stages, matrix = [], {}
+    for s in cfg.get("stages", []):
+        name = s["name"]
+        done = run_dir / name / "DONE"
+        info = {"name": name, "kind": s["kind"], "done": done.exists()}
+        if done.exists():
+            info.update(json.loads(done.read_text()))
+        stages.append(info)
+        ev = run_dir / "eval" / f"{name}.json"
+        if ev.exists():
+            for suite, r in json.loads(ev.read_text()).items():
+                matrix.setdefault(suite, {})[name] = {"score": r["score"], "ci": r["ci"],
+                                                      "n": r["n"]}
+    return {"run": cfg.get("name", run_dir.name), "matrix": matrix, "stages": stages,
+            "changes": changes(matrix, [s["name"] for s in stages])}
+
+
+def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[str, Any]]:
+    """Each stage versus the previous evaluated stage, per suite."""
+    out = []
+    for suite, by_stage in matrix.items():
+        seq = [s for s in order if s in by_stage]
+        for a, b in zip(seq, seq[1:]):
+            ra, rb = by_stage[a], by_stage[b]
+            delta = rb["score"] - ra["score"]
+            sep = rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0]
+            better = (delta < 0) if suite in LOWER_IS_BETTER else (delta > 0)
+            out.append({"suite": suite, "from": a, "to": b, "delta": delta,
+                        "beyond_ci": sep, "improved": better and sep})
+    return out
+
+
+def _plot_curves(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
+    made = []
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    offset, any_train, any_held = 0, False, False
+    for s in stages:
+        rows = _read_jsonl(run_dir / s["name"] / "metrics.jsonl")
+        tr = [(r["step"] + offset, r["loss"]) for r in rows if "loss" in r]
+        ho = [(r["step"] + offset, r["heldout_loss"]) for r in rows if "heldout_loss" in r]
+        if tr:
+            ax1.plot(*zip(*tr), label=s["name"])
+            any_train = True
+        if ho:
+            ax2.plot(*zip(*ho), marker="o", ms=3, label=s["name"])
+            any_held = True
+        last = max([r.get("step", 0) for r in rows] or [0])
+        offset += last
+    if any_train or any_held:
+        ax1.set(title="training loss", xlabel="step (cumulative)", ylabel="loss")
+        ax2.set(title="held-out LM loss", xlabel="step (cumulative)", ylabel="loss")
+        for ax in (ax1, ax2):
+            if ax.lines:
+                ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(plots / "loss.png", dpi=110)
+        made.append("loss.png")
+    plt.close(fig)
+    return made
+
+
+def _plot_matrix(matrix: dict, order: list[str], plots: Path) -> list[str]:
+    suites = [s for s in matrix if s not in LOWER_IS_BETTER]
+    cols = [s for s in order if any(s in matrix[x] for x in suites)]
+    if not suites or not cols:
+        return []
+    data = [[matrix[s].get(c, {}).get("score", float("nan")) for c in cols] for s in suites]
+    fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(cols), 0.9 + 0.5 * len(suites)))
+    im = ax.imshow(data, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
+    ax.set_yticks(range(len(suites)), suites)
+    for i, row in enumerate(data):
+        for j, v in enumerate(row):
+            if v == v:
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center",
+                        color="white" if v < 0.6 else "black", fontsize=8)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    ax.set_title("capability matrix (score per suite × stage checkpoint)")
+    fig.tight_layout()
+    fig.savefig(plots / "matrix.png", dpi=110)
+    plt.close(fig)
+    return ["matrix.png"]
+
+
+def _fmt(r: dict | None, suite: str) -> str:
+    if not r:
+        return "–"
+    return f"{r['score']:.3f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] (n={r['n']})"
+
+
+def render_markdown(rep: dict, plots: list[str]) -> str:
+    order = [s["name"] for s in rep["stages"]]
+    cols = [s for s in order if any(s in v for v in rep["matrix"].values())]
+    lines = [f"# arcforge report: {rep['run']}", "", "## Capability matrix", "",
+             "Score with 95% CI and n per suite (rows) and stage checkpoint (columns). "
+             "`lm_loss` is a held-out loss: lower is better.", "",
+             "| suite | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for suite, by in rep["matrix"].items():
+        lines.append(f"| {suite} | " + " | ".join(_fmt(by.get(c), suite) for c in cols) + " |")
+    lines += ["", "## What each stage changed", "",
+              "| suite | from → to | Δ score | beyond 95% CI | improved |", "|---|---|---|---|---|"]
+    for c in rep["changes"]:
+        lines.append(f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | "
+                     f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |")
+    lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
+    for s in rep["stages"]:
+        extra = {k: v for k, v in s.items() if k not in ("name", "kind", "done", "stage", "seconds")}
+        summ = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in extra.items() if not isinstance(v, dict | list))
+        secs = f"{s['seconds']:.0f}" if "seconds" in s else "not run"
+        lines.append(f"| {s['name']} | {s['kind']} | {secs} | {summ} |")
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}](plots/{p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(md: str, plots: Path, names: list[str]) -> str:
+    body = []
+    table: list[str] = []
+    for ln in md.splitlines() + [""]:
+        if ln.startswith("|"):
+            if not set(ln) <= set("|-: "):
+                table.append(ln)
+            continue
+        if table:
+            rows = [[html.escape(c.strip()) for c in r.strip("|").split("|")] for r in table]
+            head = "".join(f"<th>{c}</th>" for c in rows[0])
+            trs = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows[1:])
+            body.append(f"<table><tr>{head}</tr>{trs}</table>")
+            table = []
+        if ln.startswith("!["):
+            continue
+        if ln.startswith("#"):
+            level = len(ln) - len(ln.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(ln.lstrip('# '))}</h{level}>")
+        elif ln.strip():
+            body.append(f"<p>{html.escape(ln)}</p>")
+    for n in names:
+        data = base64.b64encode((plots / n).read_bytes()).decode()
+        body.append(f'<p><img alt="{n}" src="data:image/png;base64,{data}"></p>')
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}")
+    return f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head>" \
+           f"<body>{''.join(body)}</body></html>"
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Write report.json / report.md / report.html / plots for a run; returns report.md."""
+    run_dir = Path(run_dir)
+    rep = collect(run_dir)
+    plots = run_dir / "plots"
+    plots.mkdir(exist_ok=True)
+    names = _plot_curves(run_dir, rep["stages"], plots)
+    names += _plot_matrix(rep["matrix"], [s["name"] for s in rep["stages"]], plots)
+    (run_dir / "report.json").write_text(json.dumps(rep, indent=1))
+    md = render_markdown(rep, names)
+    (run_dir / "report.md").write_text(md)
+    (run_dir / "report.html").write_text(render_html(md, plots, names))
+    return run_dir / "report.md"

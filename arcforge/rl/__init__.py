@@ -1,0 +1,1 @@
+"""Pure RL math: advantages, policy losses, distillation advantages (imports only torch)."""

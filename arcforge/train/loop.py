@@ -1,0 +1,230 @@
+"""The supervised training loop shared by pretraining, mid-training and SFT, with exact resume.
+
+One function, `train_loop`: for each step, fetch the step's batch (a pure function of the step
+index, so a resumed run sees exactly the batches it would have seen), compute the loss, clip,
+step AdamW, advance the warmup + cosine schedule, log, and every `checkpoint_every` steps write a
+resumable state (weights, optimizer moments, step, RNG states) atomically. A run killed at any
+point and restarted continues from the last state with no repeated or skipped batch; metric
+lines written after that state are dropped on resume so the log has no duplicates.
+
+Phases let mid-training change the context length and RoPE base mid-run: each phase has its own
+step count, batch function and an `on_enter(model)` hook that is re-applied on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from arcforge.config import OptimCfg
+from arcforge.progress import progress
+
+Batch = Any
+LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, int]]  # (loss, n_tokens)
+
+
+@dataclass
+class Phase:
+    """A run of `steps` steps that draw batches from `batch_fn(step_in_phase)`."""
+
+    steps: int
+    batch_fn: Callable[[int], Batch]
+    on_enter: Callable[[torch.nn.Module], None] | None = None
+    name: str = ""
+
+
+@dataclass
+class LoopResult:
+    steps: int
+    final_loss: float
+    tokens: int
+    seconds: float
+    resumed_from: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def build_optimizer(model: torch.nn.Module, cfg: OptimCfg) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not norms, biases or embeddings' 1-D params)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=False)
+
+
+def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
+    """Linear warmup to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio at `total`."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(1, total - cfg.warmup_steps)
+    t = min(1.0, (step - cfg.warmup_steps) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+# ---- resumable state -------------------------------------------------------------------
+
+
+def save_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int,
+               extra: dict[str, Any] | None = None) -> None:
+    """Write model, optimizer, step and RNG states; atomic via a temp dir + rename."""
+    tmp = state_dir.with_name(state_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    save_file(weights, str(tmp / "model.safetensors"))  # clones: tied weights are separate
+    torch.save(
+        {
+            "optimizer": opt.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(),
+        },
+        tmp / "trainer.pt",
+    )
+    (tmp / "trainer.json").write_text(json.dumps({"step": step, **(extra or {})}))
+    old = state_dir.with_name(state_dir.name + ".old")
+    if state_dir.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(state_dir, old)
+    os.replace(tmp, state_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
+    """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
+    weights = load_file(str(state_dir / "model.safetensors"))
+    model.load_state_dict(weights, strict=False)
+    blob = torch.load(state_dir / "trainer.pt", weights_only=False)
+    opt.load_state_dict(blob["optimizer"])
+    torch.set_rng_state(blob["torch_rng"])
+    random.setstate(blob["python_rng"])
+    np.random.set_state(blob["numpy_rng"])
+    return json.loads((state_dir / "trainer.json").read_text())
+
+
+def find_state(out_dir: Path) -> Path | None:
+    """The resumable state dir, recovering from a crash between the two renames."""
+    state, old = out_dir / "state", out_dir / "state.old"
+    if (state / "trainer.json").exists():
+        return state
+    if (old / "trainer.json").exists():
+        return old
+    return None
+
+
+class MetricsLog:
+    """Append-only metrics.jsonl that forgets lines past a resume point (no duplicates)."""
+
+    def __init__(self, path: Path, resume_step: int | None = None):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and path.exists():
+            keep = [ln for ln in path.read_text().splitlines()
+                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
+            path.write_text("".join(ln + "\n" for ln in keep))
+        elif resume_step is None and path.exists():
+            path.unlink()
+
+    def write(self, **row: Any) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+# ---- the loop ----------------------------------------------------------------------------
+
+
+def _locate(phases: list[Phase], step: int) -> tuple[int, int]:
+    for i, ph in enumerate(phases):
+        if step < ph.steps:
+            return i, step
+        step -= ph.steps
+    return len(phases) - 1, phases[-1].steps
+
+
+def train_loop(
+    model: torch.nn.Module,
+    phases: list[Phase],
+    loss_fn: LossFn,
+    optim: OptimCfg,
+    out_dir: Path,
+    *,
+    log_every: int = 10,
+    checkpoint_every: int = 50,
+    heldout_fn: Callable[[torch.nn.Module], float] | None = None,
+    heldout_every: int = 50,
+    desc: str = "train",
+    stop_after: int | None = None,
+) -> LoopResult:
+    """Train `model` through `phases`, resuming from `out_dir/state` when it exists.
+
+    Args:
+        loss_fn: (model, batch) -> (mean loss over trained tokens, number of trained tokens).
+        heldout_fn: optional held-out loss, logged every `heldout_every` steps and at the end.
+        stop_after: stop (after checkpointing) once this many steps are done; for tests.
+    Returns:
+        LoopResult with the last logged loss, the step count and tokens seen.
+    """
+    total = sum(p.steps for p in phases)
+    opt = build_optimizer(model, optim)
+    state = find_state(out_dir)
+    start = load_state(state, model, opt)["step"] if state else 0
+    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    phase_idx, _ = _locate(phases, start)
+    if phases[phase_idx].on_enter:
+        phases[phase_idx].on_enter(model)
+    model.train()
+    t0, tokens, loss_ema, history = time.time(), 0, float("nan"), []
+    if heldout_fn and start == 0:
+        log.write(step=0, heldout_loss=heldout_fn(model))
+        model.train()
+    with progress(total, desc, start=start) as bar:
+        for step in range(start, total):
+            pi, local = _locate(phases, step)
+            if pi != phase_idx:
+                phase_idx = pi
+                if phases[pi].on_enter:
+                    phases[pi].on_enter(model)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, total, optim)
+            loss, n_tok = loss_fn(model, phases[pi].batch_fn(local))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
+            opt.step()
+            tokens += n_tok
+            lv = loss.item()
+            loss_ema = lv if math.isnan(loss_ema) else 0.9 * loss_ema + 0.1 * lv
+            done = step + 1
+            if done % log_every == 0 or done == total:
+                row = {"step": done, "loss": lv, "lr": opt.param_groups[0]["lr"],
+                       "grad_norm": float(gnorm), "phase": phases[pi].name,
+                       "tokens_per_s": tokens / max(1e-9, time.time() - t0)}
+                log.write(**row)
+                history.append(row)
+            if heldout_fn and (done % heldout_every == 0 or done == total):
+                log.write(step=done, heldout_loss=heldout_fn(model), phase=phases[pi].name)
+                model.train()
+            if done % checkpoint_every == 0 and done < total:
+                save_state(out_dir / "state", model, opt, done)
+            bar.update(done, loss=loss_ema)
+            if stop_after is not None and done >= stop_after:
+                save_state(out_dir / "state", model, opt, done)
+                break
+    model.eval()
+    return LoopResult(steps=total, final_loss=loss_ema, tokens=tokens,
+                      seconds=time.time() - t0, resumed_from=start, history=history)

@@ -1,0 +1,102 @@
+"""Supervised fine-tuning on conversations with the chat template's loss mask.
+
+Conversations are rendered by `arcforge.chat` into token ids and a loss mask (assistant tokens
+only; `train=False` messages, tool outputs, system/user text and template headers masked; the
+thinking mode decides which reasoning is in context). Examples longer than `max_len` are cut at
+the end; an example left with no trained token is dropped and counted. Batches are a pure
+function of the step (a seeded per-epoch permutation), so resume is exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from arcforge.chat import ThinkingConfig, render_ids, turn_prefixes
+from arcforge.config import SFTStageCfg
+from arcforge.train.loop import LoopResult, Phase, train_loop
+from arcforge.types import Message, Tool
+
+
+@dataclass
+class Conversation:
+    messages: list[Message]
+    tools: list[Tool] = field(default_factory=list)
+    preserve_thinking: bool | None = None  # None: the stage default
+
+
+@dataclass
+class SFTExample:
+    input_ids: list[int]
+    loss_mask: list[int]
+
+
+def encode_conversations(convs: list[Conversation], tokenizer, max_len: int,
+                         preserve_default: bool = False) -> tuple[list[SFTExample], dict]:
+    """Render + tokenize; returns the examples and counts (kept, truncated, dropped)."""
+    out, counts = [], {"kept": 0, "truncated": 0, "dropped_no_target": 0}
+    for c in convs:
+        keep = preserve_default if c.preserve_thinking is None else c.preserve_thinking
+        # Dropped thinking trains only the last turn of a render, so each turn is its own
+        # example (its prefix conversation); preserved thinking trains every turn in one.
+        prefixes = [c.messages] if keep else turn_prefixes(c.messages)
+        for msgs in prefixes:
+            enc = render_ids(msgs, tokenizer, tools=c.tools or None,
+                             thinking=ThinkingConfig(preserve=keep))
+            ids, mask = list(enc.input_ids), list(enc.loss_mask)
+            if len(ids) > max_len + 1:
+                ids, mask = ids[: max_len + 1], mask[: max_len + 1]
+                counts["truncated"] += 1
+            if sum(mask[1:]) == 0:
+                counts["dropped_no_target"] += 1
+                continue
+            out.append(SFTExample(ids, mask))
+            counts["kept"] += 1
+    return out, counts
+
+
+def make_batch_fn(examples: list[SFTExample], batch_size: int, seed: int, pad_id: int):
+    """step -> (input_ids (B, T), targets (B, T) with -100 where not trained)."""
+    n = len(examples)
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = step * batch_size
+        epoch = start // n
+        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        perm = torch.randperm(n, generator=g)
+        idx = [int(perm[(start + i) % n]) for i in range(batch_size)]
+        rows = [examples[i] for i in idx]
+        T = max(len(r.input_ids) for r in rows) - 1
+        x = torch.full((len(rows), T), pad_id, dtype=torch.long)  # (B, T)
+        y = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
+        for i, r in enumerate(rows):
+            ids = torch.tensor(r.input_ids)
+            m = torch.tensor(r.loss_mask[1:], dtype=torch.bool)
+            x[i, : len(ids) - 1] = ids[:-1]
+            y[i, : len(ids) - 1] = torch.where(m, ids[1:], torch.full_like(ids[1:], -100))
+        return x, y
+
+    return batch
+
+
+def sft_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]):
+    """Mean cross-entropy over trained tokens; padding is on the right so no mask is needed."""
+    x, y = batch
+    logits = model(input_ids=x).logits  # (B, T, V)
+    n = int((y != -100).sum())
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1),
+                           ignore_index=-100)
+    return loss, n
+
+
+def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: SFTStageCfg,
+              out_dir: Path, pad_id: int, **loop_kw) -> LoopResult:
+    steps = max(1, int(cfg.epochs * len(examples) / cfg.batch_size))
+    phase = Phase(steps=steps, batch_fn=make_batch_fn(examples, cfg.batch_size, cfg.seed, pad_id),
+                  name="sft")
+    return train_loop(model, [phase], sft_loss, cfg.optim, out_dir,
+                      log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every,
+                      desc=f"sft {cfg.name}", **loop_kw)

@@ -1,0 +1,180 @@
+"""`build_world`: generate every part of the world from one config, deterministically.
+
+Order matters only within a component; each component has its own named rng. Math problems are
+drawn once as one pool of distinct questions and cut into corpus / held-out corpus / train
+tasks / test tasks, so held-out problems never leak into training text.
+"""
+
+from __future__ import annotations
+
+import random
+
+from arcforge.types import Task
+from arcforge.world.codelib import TEMPLATES, snippet_doc
+from arcforge.world.corpus import Doc, mix
+from arcforge.world.demos import (
+    MODES,
+    Demo,
+    chat_demo,
+    code_demo,
+    correction_demo,
+    reasoning_demo,  # fmt: skip
+    swe_demo,
+    terminal_demo,
+    tool_demo,
+)
+from arcforge.world.kb import build_kb
+from arcforge.world.mathgen import Problem, make_problems
+from arcforge.world.names import NameBank
+from arcforge.world.pages import Page, render_pages
+from arcforge.world.repos import Repo, make_repo
+from arcforge.world.suites import (
+    chat_tasks,
+    code_tasks,
+    long_context_tasks,
+    reasoning_tasks,
+    search_tasks,  # fmt: skip
+    swe_tasks,
+    terminal_tasks,
+    tool_tasks,
+)
+from arcforge.world.world import World, WorldConfig
+
+
+def _rng(cfg: WorldConfig, part: str) -> random.Random:
+    return random.Random(f"{cfg.seed}:{part}")
+
+
+def _code_docs(rng: random.Random, repos: list[Repo], target: int, prefix: str) -> list[Doc]:
+    docs = []
+    for repo in repos:
+        for path, src in {**repo.files, **repo.tests}.items():
+            docs.append(Doc(f"{prefix}-{len(docs):06d}", f"# {repo.name}: {path}\n{src}", "code"))
+    chars = sum(len(d.text) for d in docs)
+    while chars < target:
+        tpl = rng.choice(TEMPLATES)
+        text = snippet_doc(rng, tpl, rng.choice(tpl.names), rng.randint(2, 5))
+        docs.append(Doc(f"{prefix}-{len(docs):06d}", text, "code"))
+        chars += len(text)
+    return docs
+
+
+def _math_docs(problems: list[Problem], prefix: str) -> list[Doc]:
+    return [Doc(f"{prefix}-{i:06d}", p.worked_text(), "math") for i, p in enumerate(problems)]
+
+
+def _problems_for_chars(
+    rng: random.Random, people: list[str], target: int, exclude: set[str]
+) -> list[Problem]:
+    out: list[Problem] = []
+    seen, chars = set(exclude), 0
+    while chars < target:
+        batch = make_problems(rng, people, 200, seen)
+        if not batch:
+            break
+        out += batch
+        seen.update(p.question for p in batch)
+        chars += sum(len(p.worked_text()) for p in batch)
+    return out
+
+
+def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: list[Repo],
+             n_test_repos: int, task_probs: list[Problem], people: list[str]) -> tuple[list[Doc], list[Doc]]:  # fmt: skip
+    """(pretraining mixture, held-out clean docs). Test repos and task problems stay out of both
+    sides' overlap: held-out docs use held-out pages, problems and the test repos."""
+    web = [
+        Doc(f"web-{i:06d}", p.text, "web") for i, p in enumerate(q for q in pages if not q.heldout)
+    ]
+    web_chars = sum(len(d.text) for d in web)
+    held_probs = make_problems(
+        mrng, people, cfg.n(cfg.heldout_math), {p.question for p in task_probs}
+    )
+    taken = {p.question for p in task_probs + held_probs}
+    corpus_probs = _problems_for_chars(mrng, people, int(web_chars * cfg.math_to_web), taken)
+    crng = _rng(cfg, "code")
+    code = _code_docs(crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code")
+    corpus = mix(_rng(cfg, "mix"), web + code + _math_docs(corpus_probs, "math"),
+                 cfg.junk_frac, cfg.dup_frac)  # fmt: skip
+    held_web = [
+        Doc(f"hweb-{i:06d}", p.text, "web") for i, p in enumerate(q for q in pages if q.heldout)
+    ]
+    held_code = _code_docs(crng, repos[:n_test_repos], cfg.n(cfg.heldout_snippets) * 400, "hcode")
+    return corpus, held_web + held_code + _math_docs(held_probs, "hmath")
+
+
+def build_world(cfg: WorldConfig | None = None) -> World:
+    """Generate the whole world for `cfg` (defaults: the demo sizes)."""
+    cfg = cfg or WorldConfig()
+    names = NameBank(_rng(cfg, "names"))
+    kb = build_kb(_rng(cfg, "kb"), names, cfg.n(cfg.n_people), cfg.n(cfg.n_places, 3),
+                  cfg.n(cfg.n_orgs), cfg.n(cfg.n_works), cfg.heldout_frac)  # fmt: skip
+    pages = render_pages(kb, _rng(cfg, "pages"))
+    repos = [make_repo(_rng(cfg, f"repo{i}"), f"{names.token()}-{names.token()}", 2 + i % 3)
+             for i in range(cfg.n(cfg.n_repos, 3))]  # fmt: skip
+    n_test_repos = min(len(repos) - 1, cfg.n(cfg.n_test_repos, 1))
+    t = cfg.tasks
+    n_tr, n_te = cfg.n(t.reasoning[0]), cfg.n(t.reasoning[1])
+    mrng = _rng(cfg, "math")
+    people = [e.name for e in kb.of_type("person")]
+    task_probs = make_problems(mrng, people, n_tr + n_te, set())
+    corpus, heldout = _corpora(cfg, mrng, pages, repos, n_test_repos, task_probs, people)
+
+    pools = {
+        "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),
+        "tool": tool_tasks(_rng(cfg, "tool"), kb, cfg.n(t.tool[0]), cfg.n(t.tool[1])),
+        "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
+        "long_context": long_context_tasks(kb, pages, cfg.long_context_chars, cfg.seed,
+                                           cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
+        "code": code_tasks(_rng(cfg, "code_tasks"), cfg.n(t.code[0]), cfg.n(t.code[1])),
+        "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
+                                   cfg.n(t.terminal[0]), cfg.n(t.terminal[1])),
+        "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1])),
+        "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1])),
+    }  # fmt: skip
+    task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}
+    world = World(cfg, kb, pages, repos, corpus, heldout, task_pools, [])
+    world.demos = build_demos(world, _rng(cfg, "demos"))
+    return world
+
+
+def build_demos(world: World, rng: random.Random) -> list[Demo]:
+    """Scripted-expert demos from train tasks only, counts from `world.config.demos`."""
+    cfg, c = world.config, world.config.demos
+    tools = world.tools()
+    demos: list[Demo] = []
+
+    def pick(suite: str, n: int) -> list[Task]:
+        pool = world.tasks(suite, "train")
+        return rng.sample(pool, min(n, len(pool)))
+
+    def add(kind: str, msgs, task: Task, tool_names: list[str], mode: str = "interleaved") -> None:
+        demos.append(Demo(f"demo-{kind}-{len(demos):05d}", kind, msgs, tool_names, mode, task.id))
+
+    n_think = cfg.n(c.reasoning, 1)
+    math = pick("reasoning", n_think + cfg.n(c.reasoning_no_think, 1))
+    for i, task in enumerate(math):
+        think = i < n_think
+        add(
+            "reasoning",
+            reasoning_demo(task, think),
+            task,
+            [],
+            "interleaved" if think else "turn_level",
+        )
+    tool_pool = world.tasks("tool", "train")
+    for i, task in enumerate(pick("tool", cfg.n(c.tool, 1))):
+        mode = MODES[i % len(MODES)]
+        pair = [task] if mode == "interleaved" else [task, rng.choice(tool_pool)]
+        add("tool", tool_demo(pair, tools, mode), task, list(task.tools), mode)
+    lookups = [t for t in tool_pool if t.metadata["calls"][0]["name"] == "lookup"]
+    for task in rng.sample(lookups, min(cfg.n(c.tool_correction, 1), len(lookups))):
+        add("tool_correction", correction_demo(task, tools, rng), task, list(task.tools))
+    for task in pick("chat", cfg.n(c.chat, 1)):
+        add("chat", chat_demo(task), task, [])
+    for task in pick("code", cfg.n(c.code, 1)):
+        add("code", code_demo(task), task, [])
+    for task in pick("terminal", cfg.n(c.terminal, 1)):
+        add("terminal", terminal_demo(task), task, [])
+    for task in pick("swe", cfg.n(c.swe, 1)):
+        add("swe", swe_demo(task), task, ["view_file", "edit_file"])
+    return demos

@@ -1,0 +1,196 @@
+"""Task pools per eval suite, each split into disjoint train and held-out (test) parts.
+
+Every builder first draws a pool of distinct prompts, then cuts it in two, so no prompt and no
+id is shared between splits. Where a held-out split can use held-out material it does: test
+math problems never appear in the corpus, SWE test tasks come from repos reserved for testing,
+code test tasks use (template, name) variants that no train task uses.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import asdict
+
+from arcforge.types import Task, Validation
+from arcforge.world.chat import make_chat_item
+from arcforge.world.codelib import TEMPLATES, call_repr, call_src, load_source
+from arcforge.world.kb import KB
+from arcforge.world.longctx import make_long_items
+from arcforge.world.mathgen import Problem
+from arcforge.world.names import NameBank
+from arcforge.world.pages import Page
+from arcforge.world.questions import Question, calc_question, path_question
+from arcforge.world.repos import Repo
+from arcforge.world.terminal import FAMILIES, make_scenario
+
+SUITES = ("reasoning", "tool", "chat", "long_context", "code", "terminal", "swe", "search")
+Split = tuple[list[Task], list[Task]]
+
+
+def _distinct(make: Callable[[], Task | None], n: int) -> list[Task]:
+    """Draw up to `n` tasks with distinct instructions (gives up after 30n tries)."""
+    out: list[Task] = []
+    seen: set[str] = set()
+    for _ in range(30 * n):
+        if len(out) >= n:
+            break
+        t = make()
+        if t is not None and t.instruction not in seen:
+            seen.add(t.instruction)
+            out.append(t)
+    return out
+
+
+def _finish(suite: str, tasks: list[Task], split: str) -> list[Task]:
+    for i, t in enumerate(tasks):
+        t.id, t.split, t.source = f"{suite}-{split}-{i:05d}", split, f"world:{suite}"
+    return tasks
+
+
+def _cut(suite: str, pool: list[Task], n_train: int) -> Split:
+    return _finish(suite, pool[:n_train], "train"), _finish(suite, pool[n_train:], "test")
+
+
+def reasoning_tasks(train: list[Problem], test: list[Problem]) -> Split:
+    def task(p: Problem) -> Task:
+        meta = {"reasoning": p.reasoning, "steps": p.steps, "n_steps": p.n_steps,
+                "digits": p.digits, "theme": p.theme}  # fmt: skip
+        return Task("", "math", p.question, validation=Validation(answer=str(p.answer)),
+                    difficulty=p.difficulty, metadata=meta)  # fmt: skip
+
+    return (_finish("reasoning", [task(p) for p in train], "train"),
+            _finish("reasoning", [task(p) for p in test], "test"))  # fmt: skip
+
+
+def _question_task(kind: str, q: Question, tools: list[str], meta: dict) -> Task:
+    path = [[t.subject, t.relation, t.object] for t in q.path]
+    return Task("", kind, q.text, tools=tools, validation=Validation(answer=q.answer),  # type: ignore[arg-type]
+                difficulty=min(1.0, (q.hops + (1 if q.calls and q.calls[-1]["name"] == "calculator" else 0)) / 4),
+                metadata={"hops": q.hops, "path": path, "calls": q.calls, **meta})  # fmt: skip
+
+
+def tool_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
+    starts = [e.name for e in kb.entities]
+
+    def make() -> Task | None:
+        r = rng.random()
+        q = (
+            calc_question(rng, kb)
+            if r < 0.2
+            else path_question(rng, kb, 1 if r < 0.6 else 2, starts)
+        )
+        return None if q is None else _question_task("tool", q, ["lookup", "calculator"], {})
+
+    return _cut("tool", _distinct(make, n_train + n_test), n_train)
+
+
+def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_test: int) -> Split:
+    main_page = {p.subject: p.id for p in pages if p.title == p.subject}
+    # start from low-frequency entities, as search synthesis does
+    starts = [
+        e.name for e in kb.entities if e.popularity <= 1 and e.type in ("work", "org", "person")
+    ]
+
+    def make() -> Task | None:
+        q = path_question(rng, kb, rng.choice([2, 2, 3]), starts)
+        if q is None:
+            return None
+        evidence = [main_page[t.subject] for t in q.path if t.subject in main_page]
+        return _question_task("search", q, ["search", "open_page"], {"evidence": evidence})
+
+    return _cut("search", _distinct(make, n_train + n_test), n_train)
+
+
+def chat_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
+    def make() -> Task:
+        item = make_chat_item(rng, kb)
+        return Task("", "chat", item.prompt, validation=Validation(constraints=item.constraints),
+                    difficulty=len(item.constraints) / 5, metadata={"solution": item.solution})  # fmt: skip
+
+    return _cut("chat", _distinct(make, n_train + n_test), n_train)
+
+
+def long_context_tasks(kb: KB, pages: list[Page], sizes: list[int], seed: int, n_train: int,
+                       n_test: int) -> Split:  # fmt: skip
+    out = []
+    for split, n in (("train", n_train), ("test", n_test)):
+        tasks = []
+        for i in range(n):
+            size = sizes[i % len(sizes)]
+            rng = random.Random(f"{seed}:long_context:{split}:{i}")
+            item = make_long_items(kb, pages, 1, size, split, rng)[0]
+            ins = f"{item.text}\n\nQuestion: {item.question}"
+            tasks.append(Task("", "lm", ins, validation=Validation(answer=item.answer),
+                              difficulty=min(1.0, item.chars / max(sizes)),
+                              metadata={"chars": item.chars, "item_kind": item.kind,
+                                        "question": item.question}))  # fmt: skip
+        out.append(_finish("long_context", tasks, split))
+    return out[0], out[1]
+
+
+def code_task(rng: random.Random, key: str, name: str) -> Task:
+    tpl = next(t for t in TEMPLATES if t.key == key)
+    src = tpl.render(name)
+    ns = load_source(src)
+    example = call_src(name, tpl.gen(rng))
+    asserts = []
+    for _ in range(5):
+        call = call_src(name, tpl.gen(rng))
+        asserts.append(
+            f"def test_{name}_{len(asserts)}():\n    assert {call} == {call_repr(ns, call)}\n"
+        )
+    tests = f"from solution import {name}\n\n\n" + "\n\n".join(asserts)
+    ins = (f"Write a Python function `{name}({tpl.params})`. {tpl.docstring()} For example, "
+           f"`{example}` returns `{call_repr(ns, example)}`. Reply with the function in a "
+           f"```python block.")  # fmt: skip
+    return Task("", "code", ins, validation=Validation(tests=tests), difficulty=0.5,
+                metadata={"entry_point": name, "solution": src, "template": key})  # fmt: skip
+
+
+def code_tasks(rng: random.Random, n_train: int, n_test: int) -> Split:
+    variants = [(t.key, n) for t in TEMPLATES for n in t.names]
+    rng.shuffle(variants)
+    n_held = max(1, len(variants) // 4)
+    held, seen = variants[:n_held], variants[n_held:]
+    pools = [_distinct(lambda vs=vs: code_task(rng, *rng.choice(vs)), n)
+             for vs, n in ((seen, n_train), (held, n_test))]  # fmt: skip
+    return _finish("code", pools[0], "train"), _finish("code", pools[1], "test")
+
+
+def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int) -> Split:
+    counter = iter(range(10**9))
+
+    def make() -> Task:
+        s = make_scenario(rng, names, FAMILIES[next(counter) % len(FAMILIES)])
+        return Task("", "terminal", s.instruction, context={"init_script": s.init_script},
+                    validation=Validation(verify_script=s.verify_script), difficulty=0.5,
+                    metadata={"solution": s.solution, "family": s.family})  # fmt: skip
+
+    return _cut("terminal", _distinct(make, n_train + n_test), n_train)
+
+
+def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,
+              n_test: int) -> Split:  # fmt: skip
+    out = []
+    groups = (("train", repos[n_test_repos:], n_train), ("test", repos[:n_test_repos], n_test))
+    for split, group, n in groups:
+        tasks, seen = [], set()
+        for _ in range(n * 10):
+            if len(tasks) >= n or not group:
+                break
+            repo = rng.choice(group)
+            bug = repo.inject_bug(rng)
+            if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
+                continue
+            seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text})
+            ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
+            orig_line = bug.original.splitlines()[bug.line - 1]
+            tasks.append(Task("", "swe", bug.issue_text, context={"repo": repo.name, "bug": ctx_bug},
+                              tools=["view_file", "search_code", "edit_file", "run_tests", "bash"],
+                              validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
+                              difficulty=0.5,
+                              metadata={"patch": bug.fix_diff, "bug_kind": bug.kind,
+                                        "original_line": orig_line}))  # fmt: skip
+        out.append(_finish("swe", tasks, split))
+    return out[0], out[1]

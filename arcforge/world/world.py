@@ -1,0 +1,146 @@
+"""The world: configuration, generation (`build_world`), accessors and save/load.
+
+`build_world(cfg)` generates everything eagerly from one seed; every component gets its own
+rng derived from the seed and a component name (`random.Random("<seed>:<part>")`, which Python
+hashes with SHA-512), so adding a component never shifts another's output. A saved world is a
+directory of JSON/JSONL files; `World.load` reads it back into an equal World (`==`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from arcforge.types import Task, Tool
+from arcforge.world.corpus import Doc
+from arcforge.world.demos import Demo
+from arcforge.world.kb import KB
+from arcforge.world.longctx import LongItem, make_long_items
+from arcforge.world.pages import Page
+from arcforge.world.repos import Repo
+from arcforge.world.suites import SUITES
+from arcforge.world.tools import make_tools
+
+
+@dataclass
+class TaskCounts:
+    """Train / held-out task counts per suite (before `scale`)."""
+
+    reasoning: tuple[int, int] = (1500, 300)
+    tool: tuple[int, int] = (400, 100)
+    chat: tuple[int, int] = (300, 100)
+    long_context: tuple[int, int] = (60, 30)
+    code: tuple[int, int] = (60, 20)
+    terminal: tuple[int, int] = (70, 35)
+    swe: tuple[int, int] = (40, 20)
+    search: tuple[int, int] = (300, 100)
+
+
+@dataclass
+class DemoCounts:
+    """SFT demos per kind (before `scale`). Reasoning stays small on purpose: RL needs room."""
+
+    reasoning: int = 120
+    reasoning_no_think: int = 40
+    tool: int = 160
+    tool_correction: int = 40
+    chat: int = 80
+    code: int = 30
+    terminal: int = 35
+    swe: int = 10
+
+
+@dataclass
+class WorldConfig:
+    """Sizes for the ~20-minute CPU demo; `scale` multiplies entity, corpus, task, demo counts."""
+
+    seed: int = 0
+    scale: float = 1.0
+    n_people: int = 1800
+    n_places: int = 240
+    n_orgs: int = 360
+    n_works: int = 900
+    heldout_frac: float = 0.08
+    n_repos: int = 12
+    n_test_repos: int = 4
+    code_to_web: float = 0.4  # code chars per web char (web 50%, code 20%, math 30%)
+    math_to_web: float = 0.6
+    junk_frac: float = 0.05
+    dup_frac: float = 0.05
+    heldout_math: int = 300
+    heldout_snippets: int = 40
+    long_context_chars: list[int] = field(default_factory=lambda: [1000, 2000, 4000])
+    tasks: TaskCounts = field(default_factory=TaskCounts)
+    demos: DemoCounts = field(default_factory=DemoCounts)
+
+    def n(self, base: int, floor: int = 2) -> int:
+        return max(floor, round(base * self.scale))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> WorldConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"world config has unknown key(s): {', '.join(unknown)}")
+        d = dict(d)
+        d["tasks"] = TaskCounts(**{k: tuple(v) for k, v in d.get("tasks", {}).items()})
+        d["demos"] = DemoCounts(**d.get("demos", {}))
+        return cls(**d)
+
+
+@dataclass
+class World:
+    config: WorldConfig
+    kb: KB
+    pages: list[Page]
+    repos: list[Repo]
+    corpus_docs: list[Doc]
+    heldout_docs: list[Doc]
+    task_pools: dict[str, dict[str, list[Task]]]
+    demos: list[Demo]
+
+    def corpus(self) -> list[Doc]:
+        """The pretraining mixture (web, code, math, junk, near-duplicates), shuffled."""
+        return list(self.corpus_docs)
+
+    def heldout_corpus(self) -> list[Doc]:
+        """Clean docs about held-out entities / problems, disjoint from `corpus()`."""
+        return list(self.heldout_docs)
+
+    def tasks(self, suite: str, split: str = "train") -> list[Task]:
+        if suite not in self.task_pools:
+            raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        return list(self.task_pools[suite][split])
+
+    def sft_demos(self, split: str = "train") -> list[Demo]:
+        """Scripted expert demonstrations; only train tasks are ever used."""
+        if split != "train":
+            raise ValueError(f"SFT demos exist only for the train split, got {split!r}")
+        return list(self.demos)
+
+    def tools(self) -> dict[str, Tool]:
+        """lookup, calculator, search, open_page bound to this world's KB and pages."""
+        return make_tools(self.kb, self.pages)
+
+    def long_context(
+        self, n: int, target_chars: int, split: str = "train", seed: int = 0
+    ) -> list[LongItem]:
+        rng = random.Random(f"{self.config.seed}:long:{split}:{seed}:{target_chars}")
+        return make_long_items(self.kb, self.pages, n, target_chars, split, rng)
+
+    def save(self, path: str | Path) -> None:
+        from arcforge.world.store import save_world
+
+        save_world(self, Path(path))
+
+    @classmethod
+    def load(cls, path: str | Path) -> World:
+        from arcforge.world.store import load_world
+
+        return load_world(Path(path))

@@ -1,0 +1,51 @@
+"""Median per-exec overhead of the bwrap sandbox over a plain subprocess (issue 4 acceptance).
+
+Times `true` and `python3 -c pass` N times each through `open_sandbox("bwrap").exec` and
+through `subprocess.run(["bash", "-c", cmd])` (the same shell the sandbox uses, so the
+difference is what the sandbox costs: namespaces, mounts, the rlimit wrapper, output capture).
+Prints one line per case and ends with `result: overhead_ms=...` for `true`.
+
+Usage: python benchmarks/sandbox_overhead.py [--quick] [--n N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import time
+
+from arcforge.envs.sandbox import open_sandbox
+from arcforge.envs.sandbox_bwrap import PATH
+
+
+def _median_ms(fn, n: int) -> float:
+    fn()  # warm the page cache
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N=10 instead of 50")
+    ap.add_argument("--n", type=int, default=None, help="execs per case")
+    args = ap.parse_args()
+    n = args.n or (10 if args.quick else 50)
+    overhead = {}
+    env = {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}  # same python3 as inside
+    with open_sandbox("bwrap") as sb:
+        for cmd in ("true", "python3 -c pass"):
+            plain = _median_ms(lambda c=cmd: subprocess.run(["/bin/bash", "-c", c], env=env), n)
+            boxed = _median_ms(lambda c=cmd: sb.exec(c), n)
+            overhead[cmd] = boxed - plain
+            print(f"{cmd!r:20} subprocess {plain:7.2f} ms   bwrap {boxed:7.2f} ms   "
+                  f"overhead {boxed - plain:6.2f} ms   (median of {n})")  # fmt: skip
+    print(f"result: overhead_ms={overhead['true']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

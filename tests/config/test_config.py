@@ -1,0 +1,87 @@
+"""Config loading: typed stages, overrides, and errors that name the key and the file."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arcforge.config import LMStageCfg, SFTStageCfg, load_config
+from arcforge.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE = """
+name: t
+model: {preset: tiny}
+stages:
+  - {name: pre, kind: pretrain, sources: [{source: "world:corpus"}], tokens: 1000}
+  - {name: tune, kind: sft, sources: [{source: "world:sft"}]}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_stages_are_typed_by_kind(tmp_path):
+    cfg = load_config(write(tmp_path, BASE))
+    assert isinstance(cfg.stages[0], LMStageCfg)
+    assert isinstance(cfg.stages[1], SFTStageCfg)
+    assert cfg.stages[1].optim.lr == 1e-3  # the SFT default, not the LM default
+
+
+def test_overrides_by_stage_name_and_nested_key(tmp_path):
+    cfg = load_config(write(tmp_path, BASE), ["stages.tune.optim.lr=5e-5", "model.preset=small",
+                                              "stages.0.seq_len=64"])
+    assert cfg.stage("tune").optim.lr == 5e-5
+    assert cfg.model.preset == "small"
+    assert cfg.stage("pre").seq_len == 64
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        (BASE.replace("preset: tiny", "preset: tiny, presett: x"), "model.presett"),
+        (BASE.replace("tokens: 1000", "tokens: lots"), "stages[0].tokens"),
+        (BASE.replace("kind: sft", "kind: sfft"), "stages[1].kind"),
+        (BASE + "evall: {}\n", "evall"),
+    ],
+)
+def test_errors_name_the_key_and_file(tmp_path, text, key):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert key in str(e.value) and str(p) in str(e.value)
+
+
+def test_unknown_override_key_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="stages\\[0\\].lrr"):
+        load_config(write(tmp_path, BASE), ["stages.pre.lrr=1"])
+
+
+def test_init_must_name_an_earlier_stage(tmp_path):
+    bad = BASE.replace("kind: sft,", "kind: sft, init: later,")
+    with pytest.raises(ConfigError, match="not an earlier stage"):
+        load_config(write(tmp_path, bad))
+
+
+def test_shipped_configs_parse():
+    for name in ("demo.yaml", "smoke.yaml"):
+        cfg = load_config(ROOT / "configs" / name)
+        assert [s.kind for s in cfg.stages][:3] == ["pretrain", "midtrain", "sft"]
+
+
+def test_cli_user_error_is_one_line_exit_2(tmp_path):
+    p = write(tmp_path, BASE.replace("tokens: 1000", "tokens: lots"))
+    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "run", str(p)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "stages[0].tokens" in lines[0]
+    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "run", str(tmp_path / "nope.yaml")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr

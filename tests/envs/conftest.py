@@ -1,0 +1,71 @@
+"""Shared fixtures for the sandbox tests: a bwrap availability skip and a host-latency probe."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from arcforge.envs.sandbox import Limits, Sandbox, open_sandbox
+from arcforge.envs.sandbox_bwrap import bwrap_available
+
+_HAS_BWRAP = bwrap_available()
+
+
+@dataclass
+class Latency:
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def worst(self) -> float:
+        return max(self.samples, default=0.0)
+
+
+@contextmanager
+def _host_latency(period: float = 0.1) -> Iterator[Latency]:
+    """While the block runs, time a host `true` every `period` s; `.worst` is the slowest."""
+    lat, stop = Latency(), threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            t = time.monotonic()
+            subprocess.run(["/bin/true"], check=True)
+            lat.samples.append(time.monotonic() - t)
+            stop.wait(period)
+
+    th = threading.Thread(target=probe, daemon=True)
+    th.start()
+    try:
+        yield lat
+    finally:
+        stop.set()
+        th.join()
+
+
+@pytest.fixture
+def host_latency():
+    """`with host_latency() as lat: ...` then assert on `lat.worst` (seconds)."""
+    return _host_latency
+
+
+@pytest.fixture
+def bwrap_box(tmp_path) -> Iterator:
+    """Factory `bwrap_box(limits=None, workspace=None, **kw)` of bwrap sandboxes, closed after
+    the test; the test is skipped where bubblewrap cannot run."""
+    if not _HAS_BWRAP:
+        pytest.skip("bubblewrap cannot run here")
+    opened: list[Sandbox] = []
+
+    def make(limits: Limits | None = None, workspace=None, **kw) -> Sandbox:
+        sb = open_sandbox("bwrap", workspace=workspace, limits=limits, **kw)
+        opened.append(sb)
+        return sb
+
+    yield make
+    for sb in opened:
+        sb.close()

@@ -1,0 +1,32 @@
+"""Confidence intervals, checked against hand-computed values."""
+
+import pytest
+
+from arcforge.eval.stats import mean_ci, summarize, wilson_ci
+
+
+def test_wilson_half():
+    # p = 0.5, n = 100, z = 1.96: centre = 0.5 (symmetric)
+    # half = 1.96 * sqrt(0.0025 + 0.0000960) / 1.038416 = 1.96 * 0.050951 / 1.038416 = 0.096170
+    lo, hi = wilson_ci(50, 100)
+    assert lo == pytest.approx(0.5 - 0.09617, abs=1e-4)
+    assert hi == pytest.approx(0.5 + 0.09617, abs=1e-4)
+
+
+def test_wilson_zero_is_not_degenerate():
+    # 0/20: lo = 0, hi = (z^2/n) / (1 + z^2/n) = 0.19208 / 1.19208 = 0.16113
+    lo, hi = wilson_ci(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(0.16113, abs=1e-4)
+
+
+def test_mean_ci():
+    # values 1, 2, 3: mean 2, sd 1, se 1/sqrt(3) = 0.57735, half = 1.96 * se = 1.13161
+    m, lo, hi = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0 and lo == pytest.approx(2 - 1.13161, abs=1e-4)
+
+
+def test_summarize_picks_wilson_for_binary():
+    r = summarize([1.0, 0.0, 1.0, 1.0])
+    assert r["score"] == 0.75 and r["n"] == 4 and r["ci"] == list(wilson_ci(3, 4))
+    r = summarize([0.5, 1.5])
+    assert r["score"] == 1.0 and r["ci"][0] < 1.0 < r["ci"][1]

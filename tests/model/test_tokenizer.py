@@ -1,0 +1,95 @@
+"""Byte-level BPE: lossless round-trip, one id per chat special token, HF loading."""
+
+from __future__ import annotations
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from arcforge.chat.tokens import BOS, EOS, PAD, SPECIAL_TOKENS
+from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+
+CORPUS = [
+    "The river Alder flows through Brenwick. Population: 1204.",
+    "def add(a, b):\n    return a + b\n",
+    "Q: what is 12 + 30? Reasoning: 12 + 30 = 42. Answer: 42",
+] * 40
+
+
+@pytest.fixture(scope="module")
+def tok() -> PreTrainedTokenizerFast:
+    return train_tokenizer(CORPUS, vocab_size=400, model_max_length=256)
+
+
+def test_roundtrip_arbitrary_unicode(tok):
+    # Characters never seen in training (CJK, emoji, combining marks, control bytes) must still
+    # round-trip: the byte-level alphabet covers every byte.
+    texts = ["héllo 世界 🤖", "e\u0301\u200b\x00\x07\ttab\r\n", "  two  spaces  ", "Ωμέγα—“quoted”"]
+    for s in texts:
+        ids = tok.encode(s, add_special_tokens=False)
+        assert tok.decode(ids) == s
+
+
+def test_special_tokens_are_single_ids(tok):
+    ids = [tok.encode(t, add_special_tokens=False) for t in SPECIAL_TOKENS]
+    assert all(len(i) == 1 for i in ids)
+    # Added first, in order: <|pad|>=0, <|bos|>=1, <|endoftext|>=2, ...
+    assert [i[0] for i in ids] == list(range(len(SPECIAL_TOKENS)))
+    assert (tok.pad_token, tok.bos_token, tok.eos_token) == (PAD, BOS, EOS)
+    assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2)
+    assert tok.model_max_length == 256
+    # Inside running text a special token is still one id, not split into bytes.
+    ids = tok.encode("hi<|end|>\n<think>x</think>", add_special_tokens=False)
+    assert tok.convert_tokens_to_ids("<|end|>") in ids
+    assert tok.convert_tokens_to_ids("</think>") in ids
+
+
+def test_bpe_learned_merges(tok):
+    # A frequent training word must compress below its byte count.
+    assert len(tok.encode(" return", add_special_tokens=False)) < len(" return")
+    assert len(tok) <= 400
+
+
+def test_vocab_too_small_is_an_error():
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_tokenizer(CORPUS, vocab_size=100)
+
+
+def test_save_and_autotokenizer_load(tok, tmp_path):
+    save_tokenizer(tok, tmp_path)
+    hf = AutoTokenizer.from_pretrained(str(tmp_path))
+    s = "Answer: 42 <|end|> 世界"
+    assert hf.encode(s, add_special_tokens=False) == tok.encode(s, add_special_tokens=False)
+    assert set(SPECIAL_TOKENS) <= set(hf.all_special_tokens)
+    assert hf.pad_token_id == 0 and hf.eos_token_id == 2
+    ours, n_added = load_tokenizer(tmp_path)
+    assert n_added == 0 and len(ours) == len(tok)
+
+
+def test_load_foreign_tokenizer_adds_missing_chat_tokens(tmp_path):
+    # A "foreign" tokenizer: BPE with its own eos and none of our chat tokens, and no pad.
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["</s>", "<think>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    raw.train_from_iterator(CORPUS, trainer=trainer)
+    foreign = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="</s>")
+    foreign.save_pretrained(str(tmp_path))
+    base_len = len(foreign)
+    loaded, n_added = load_tokenizer(tmp_path)
+    # 12 chat tokens, "<think>" already present -> 11 new, pad among them.
+    assert n_added == 11
+    assert len(loaded) == base_len + 11
+    assert loaded.pad_token == PAD and loaded.eos_token == "</s>"
+    for t in SPECIAL_TOKENS:
+        assert len(loaded.encode(t, add_special_tokens=False)) == 1
+
+
+def test_load_missing_dir(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_tokenizer(tmp_path / "nope")

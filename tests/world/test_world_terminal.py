@@ -1,0 +1,27 @@
+"""Terminal scenarios: init + oracle passes the verifier, init alone fails it (real bash)."""
+
+import subprocess
+
+from arcforge.world.terminal import FAMILIES
+
+
+def _run(script: str, cwd) -> int:
+    return subprocess.run(
+        ["bash", "-c", script], cwd=cwd, capture_output=True, timeout=30
+    ).returncode
+
+
+def test_oracle_passes_and_empty_fails(world, tmp_path):
+    tasks = world.tasks("terminal", "train") + world.tasks("terminal", "test")
+    by_family = {}
+    for t in tasks:
+        by_family.setdefault(t.metadata["family"], t)
+    assert set(by_family) == set(FAMILIES) and len(FAMILIES) >= 5
+    for fam, t in by_family.items():
+        for with_solution in (True, False):
+            d = tmp_path / f"{fam}-{with_solution}"
+            d.mkdir()
+            assert _run("set -e\n" + t.context["init_script"], d) == 0
+            if with_solution:
+                assert _run(t.metadata["solution"], d) == 0
+            assert (_run(t.validation.verify_script, d) == 0) is with_solution, fam
