@@ -168,7 +168,17 @@ def serve(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
     _serve(checkpoint, host=host, port=port)
 
 
+def _quiet_transformers() -> None:
+    # our own progress bars cover long work; transformers' per-load bars are noise here
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
+        _quiet_transformers()
     try:
         app()
     except UserError as err:

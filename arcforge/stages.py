@@ -64,8 +64,10 @@ def world_records(world, suite: str, split: str | None) -> list[Record]:
         docs = world.corpus() if suite == "corpus" else world.heldout_corpus()
         return [Record(text=d.text, origin=f"world:{suite}#{d.id}") for d in docs]
     if suite == "repos":
+        # repos behind held-out SWE tasks stay out of training data
+        held = {t.context.get("repo") for t in world.tasks("swe", "test")}
         out = []
-        for repo in world.repos:
+        for repo in (r for r in world.repos if r.name not in held):
             bug = repo.inject_bug(__import__("random").Random(repo.name))
             files = {**repo.files, **repo.tests}
             out.append(Record(text=repo_sequence(files, bug.issue_text, bug.fix_diff),
