@@ -31,16 +31,22 @@ def _run_tool(tools: dict[str, Tool], name: str, args: dict) -> str:
         return f"error: {type(err).__name__}: {err}"
 
 
-def chat_loop(checkpoint: Path, think: bool = True, max_new_tokens: int = 256,
-              tools: dict[str, Tool] | None = None, temperature: float = 0.7,
-              max_tool_rounds: int = 4) -> None:
+def chat_loop(
+    checkpoint: Path,
+    think: bool = True,
+    max_new_tokens: int = 256,
+    tools: dict[str, Tool] | None = None,
+    temperature: float = 0.7,
+    max_tool_rounds: int = 4,
+) -> None:
     con = Console()
     model = load_model(checkpoint).eval()
     tok, _ = load_tokenizer(checkpoint)
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id or 0)
     stops = [tok.convert_tokens_to_ids(t) for t in (END, EOS)]
-    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                            stop_token_ids=stops)
+    params = SamplingParams(
+        max_new_tokens=max_new_tokens, temperature=temperature, stop_token_ids=stops
+    )
     history: list[Message] = []
     con.print(f"[bold]arcforge chat[/] {checkpoint} — /think /nothink /reset /quit")
     while True:
@@ -60,8 +66,13 @@ def chat_loop(checkpoint: Path, think: bool = True, max_new_tokens: int = 256,
             continue
         history.append(Message(role="user", content=text, thinking=think))
         for _ in range(max_tool_rounds + 1):
-            enc = render_ids(history, tok, tools=list((tools or {}).values()) or None,
-                             thinking=ThinkingConfig(), add_generation_prompt=True)
+            enc = render_ids(
+                history,
+                tok,
+                tools=list((tools or {}).values()) or None,
+                thinking=ThinkingConfig(),
+                add_generation_prompt=True,
+            )
             out = engine.generate([enc.input_ids], params)[0]
             raw = tok.decode(out.token_ids).replace(END, "").replace(EOS, "")
             parsed = parse_assistant(raw)
@@ -80,5 +91,4 @@ def chat_loop(checkpoint: Path, think: bool = True, max_new_tokens: int = 256,
             for c in parsed.tool_calls:
                 result = _run_tool(tools, c.name, c.arguments)
                 con.print(f"[magenta]tool result: {result}[/]")
-                history.append(Message(role="tool", content=result, tool_call_id=c.id,
-                                       name=c.name))
+                history.append(Message(role="tool", content=result, tool_call_id=c.id, name=c.name))

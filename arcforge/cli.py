@@ -19,14 +19,17 @@ import typer
 
 from arcforge.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="arcforge: train agentic LLMs end to end, from a tiny CPU world to real "
-                       "checkpoints.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="arcforge: train agentic LLMs end to end, from a tiny CPU world to real checkpoints.",
+)
 
-ConfigArg = typer.Argument(None, help="YAML run config (default: configs/demo.yaml), then "
-                                      "a.b=value overrides.")
-RunDirOpt = typer.Option(None, "--run-dir", help="Where the run's files go "
-                                                 "(default: runs/<name>).")
+ConfigArg = typer.Argument(
+    None, help="YAML run config (default: configs/demo.yaml), then a.b=value overrides."
+)
+RunDirOpt = typer.Option(None, "--run-dir", help="Where the run's files go (default: runs/<name>).")
 
 
 def _split(args: list[str] | None) -> tuple[str | None, list[str]]:
@@ -83,8 +86,10 @@ def sft(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
 
 
 @app.command()
-def world(args: list[str] = ConfigArg,
-          out: Path = typer.Option(Path("runs/world"), "--out", help="Directory to write.")) -> None:
+def world(
+    args: list[str] = ConfigArg,
+    out: Path = typer.Option(Path("runs/world"), "--out", help="Directory to write."),
+) -> None:
     """Generate the embedded world (corpus, task pools, SFT demos) and print its sizes."""
     from arcforge.stages import build_world_from_cfg
 
@@ -92,19 +97,24 @@ def world(args: list[str] = ConfigArg,
     w = build_world_from_cfg(cfg)
     w.save(out)
     docs = w.corpus()
-    typer.echo(f"world written to {out}: {len(docs)} corpus docs, "
-               f"{sum(len(d.text) for d in docs) / 1e6:.2f} MB text, {len(w.sft_demos())} demos")
+    typer.echo(
+        f"world written to {out}: {len(docs)} corpus docs, "
+        f"{sum(len(d.text) for d in docs) / 1e6:.2f} MB text, {len(w.sft_demos())} demos"
+    )
     from arcforge.world import SUITES
 
     for s in SUITES:
-        typer.echo(f"  suite {s}: {len(w.tasks(s, 'train'))} train / {len(w.tasks(s, 'test'))} test")
+        typer.echo(
+            f"  suite {s}: {len(w.tasks(s, 'train'))} train / {len(w.tasks(s, 'test'))} test"
+        )
 
 
 @app.command("eval")
-def eval_(target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
-          suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
-          config: Path = typer.Option(None, help="Run config for the world and eval settings.")
-          ) -> None:
+def eval_(
+    target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
+    suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
+    config: Path = typer.Option(None, help="Run config for the world and eval settings."),
+) -> None:
     """Evaluate a checkpoint (or every stage of a run) on the held-out suites."""
     import json
 
@@ -125,8 +135,11 @@ def eval_(target: Path = typer.Argument(..., help="A checkpoint dir or a run dir
     from arcforge.stages import build_world_from_cfg
 
     res = evaluate_checkpoint(target, build_world_from_cfg(cfg), cfg.eval, names)
-    typer.echo(json.dumps({k: {kk: v[kk] for kk in ("score", "ci", "n")} for k, v in res.items()},
-                          indent=1))
+    typer.echo(
+        json.dumps(
+            {k: {kk: v[kk] for kk in ("score", "ci", "n")} for k, v in res.items()}, indent=1
+        )
+    )
 
 
 @app.command()
@@ -138,11 +151,13 @@ def report(run_dir: Path = typer.Argument(..., help="The run directory.")) -> No
 
 
 @app.command()
-def chat(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
-         think: bool = typer.Option(True, help="Thinking on for each turn."),
-         tools: bool = typer.Option(False, help="Offer and execute the world's tools."),
-         config: Path = typer.Option(None, help="Run config whose world provides the tools."),
-         max_new_tokens: int = typer.Option(256)) -> None:
+def chat(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
+    think: bool = typer.Option(True, help="Thinking on for each turn."),
+    tools: bool = typer.Option(False, help="Offer and execute the world's tools."),
+    config: Path = typer.Option(None, help="Run config whose world provides the tools."),
+    max_new_tokens: int = typer.Option(256),
+) -> None:
     """Chat with a checkpoint in the terminal; thinking blocks and tool calls are shown."""
     from arcforge.chatui import chat_loop
 
@@ -158,8 +173,11 @@ def chat(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
 
 
 @app.command()
-def serve(checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
-          host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8000)) -> None:
+def serve(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
+    host: str = typer.Option("127.0.0.1"),
+    port: int = typer.Option(8000),
+) -> None:
     """Serve a checkpoint with an OpenAI-compatible /v1/completions API (token ids in and out)."""
     from arcforge.rollout.serve import serve as _serve
 

@@ -189,7 +189,9 @@ def _parse_stages(raw: list[Any], where: str) -> list[StageCfg]:
         raise ConfigError(f"{where}: duplicate stage name(s) {sorted(dup)}")
     for i, s in enumerate(out):
         if s.init is not None and s.init not in names[:i]:
-            raise ConfigError(f"{where}: key 'stages[{i}].init': {s.init!r} is not an earlier stage")
+            raise ConfigError(
+                f"{where}: key 'stages[{i}].init': {s.init!r} is not an earlier stage"
+            )
     return out
 
 
@@ -212,7 +214,10 @@ def _set_path(raw: dict[str, Any], path: str, value: Any, where: str) -> None:
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if isinstance(node, list):
-            idx = next((j for j, s in enumerate(node) if isinstance(s, dict) and s.get("name") == part), None)
+            idx = next(
+                (j for j, s in enumerate(node) if isinstance(s, dict) and s.get("name") == part),
+                None,
+            )
             if idx is None and part.isdigit() and int(part) < len(node):
                 idx = int(part)
             if idx is None:
@@ -253,7 +258,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}:{line} is not valid YAML: {getattr(err, 'problem', err)}") from None
+        raise ConfigError(
+            f"{path}:{line} is not valid YAML: {getattr(err, 'problem', err)}"
+        ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     apply_overrides(raw, overrides or [])

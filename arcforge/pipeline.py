@@ -72,7 +72,9 @@ class RunContext:
             return None
         ck = self.checkpoint(src)
         if not (ck / "config.json").exists():
-            raise UserError(f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet")
+            raise UserError(
+                f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet"
+            )
         return ck
 
 
@@ -101,8 +103,13 @@ def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
     return summary
 
 
-def run_pipeline(cfg: RunCfg, run_dir: Path | None = None, until: str | None = None,
-                 evaluate: bool = True, report: bool = True) -> Path:
+def run_pipeline(
+    cfg: RunCfg,
+    run_dir: Path | None = None,
+    until: str | None = None,
+    evaluate: bool = True,
+    report: bool = True,
+) -> Path:
     """Run every stage (up to and including `until`), evaluate each checkpoint, write the report."""
     import arcforge.stages  # noqa: F401  (registers the stage runners)
     from arcforge.eval.harness import evaluate_run
@@ -116,9 +123,14 @@ def run_pipeline(cfg: RunCfg, run_dir: Path | None = None, until: str | None = N
     ctx.tokenizer  # noqa: B018
     for stage in cfg.stages:
         summary = run_stage(ctx, stage)
-        print(f"[{stage.name}] done: " + ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in summary.items() if k not in ("stage", "kind")))
+        print(
+            f"[{stage.name}] done: "
+            + ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in summary.items()
+                if k not in ("stage", "kind")
+            )
+        )
         if evaluate:
             evaluate_run(ctx, only=[stage.name])
         if until and stage.name == until:

@@ -48,10 +48,17 @@ def collect(run_dir: Path) -> dict[str, Any]:
         ev = run_dir / "eval" / f"{name}.json"
         if ev.exists():
             for suite, r in json.loads(ev.read_text()).items():
-                matrix.setdefault(suite, {})[name] = {"score": r["score"], "ci": r["ci"],
-                                                      "n": r["n"]}
-    return {"run": cfg.get("name", run_dir.name), "matrix": matrix, "stages": stages,
-            "changes": changes(matrix, [s["name"] for s in stages])}
+                matrix.setdefault(suite, {})[name] = {
+                    "score": r["score"],
+                    "ci": r["ci"],
+                    "n": r["n"],
+                }
+    return {
+        "run": cfg.get("name", run_dir.name),
+        "matrix": matrix,
+        "stages": stages,
+        "changes": changes(matrix, [s["name"] for s in stages]),
+    }
 
 
 def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[str, Any]]:
@@ -64,8 +71,16 @@ def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[s
             delta = rb["score"] - ra["score"]
             sep = rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0]
             better = (delta < 0) if suite in LOWER_IS_BETTER else (delta > 0)
-            out.append({"suite": suite, "from": a, "to": b, "delta": delta,
-                        "beyond_ci": sep, "improved": better and sep})
+            out.append(
+                {
+                    "suite": suite,
+                    "from": a,
+                    "to": b,
+                    "delta": delta,
+                    "beyond_ci": sep,
+                    "improved": better and sep,
+                }
+            )
     return out
 
 
@@ -111,8 +126,15 @@ def _plot_matrix(matrix: dict, order: list[str], plots: Path) -> list[str]:
     for i, row in enumerate(data):
         for j, v in enumerate(row):
             if v == v:
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center",
-                        color="white" if v < 0.6 else "black", fontsize=8)
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    color="white" if v < 0.6 else "black",
+                    fontsize=8,
+                )
     fig.colorbar(im, ax=ax, fraction=0.03)
     ax.set_title("capability matrix (score per suite × stage checkpoint)")
     fig.tight_layout()
@@ -130,22 +152,41 @@ def _fmt(r: dict | None, suite: str) -> str:
 def render_markdown(rep: dict, plots: list[str]) -> str:
     order = [s["name"] for s in rep["stages"]]
     cols = [s for s in order if any(s in v for v in rep["matrix"].values())]
-    lines = [f"# arcforge report: {rep['run']}", "", "## Capability matrix", "",
-             "Score with 95% CI and n per suite (rows) and stage checkpoint (columns). "
-             "`lm_loss` is a held-out loss: lower is better.", "",
-             "| suite | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    lines = [
+        f"# arcforge report: {rep['run']}",
+        "",
+        "## Capability matrix",
+        "",
+        "Score with 95% CI and n per suite (rows) and stage checkpoint (columns). "
+        "`lm_loss` is a held-out loss: lower is better.",
+        "",
+        "| suite | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     for suite, by in rep["matrix"].items():
         lines.append(f"| {suite} | " + " | ".join(_fmt(by.get(c), suite) for c in cols) + " |")
-    lines += ["", "## What each stage changed", "",
-              "| suite | from → to | Δ score | beyond 95% CI | improved |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## What each stage changed",
+        "",
+        "| suite | from → to | Δ score | beyond 95% CI | improved |",
+        "|---|---|---|---|---|",
+    ]
     for c in rep["changes"]:
-        lines.append(f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | "
-                     f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |")
+        lines.append(
+            f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | "
+            f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"
+        )
     lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
     for s in rep["stages"]:
-        extra = {k: v for k, v in s.items() if k not in ("name", "kind", "done", "stage", "seconds")}
-        summ = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in extra.items() if not isinstance(v, dict | list))
+        extra = {
+            k: v for k, v in s.items() if k not in ("name", "kind", "done", "stage", "seconds")
+        }
+        summ = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in extra.items()
+            if not isinstance(v, dict | list)
+        )
         secs = f"{s['seconds']:.0f}" if "seconds" in s else "not run"
         lines.append(f"| {s['name']} | {s['kind']} | {secs} | {summ} |")
     if plots:
@@ -177,10 +218,14 @@ def render_html(md: str, plots: Path, names: list[str]) -> str:
     for n in names:
         data = base64.b64encode((plots / n).read_bytes()).decode()
         body.append(f'<p><img alt="{n}" src="data:image/png;base64,{data}"></p>')
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head>" \
-           f"<body>{''.join(body)}</body></html>"
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head>"
+        f"<body>{''.join(body)}</body></html>"
+    )
 
 
 def write_report(run_dir: str | Path) -> Path:

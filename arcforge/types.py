@@ -285,9 +285,7 @@ class Trajectory:
     @property
     def logprobs(self) -> list[float]:
         """(L,) engine logprobs, 0.0 where a segment has none (those tokens are masked)."""
-        return [
-            lp for s in self.segments for lp in (s.logprobs or [0.0] * len(s.token_ids))
-        ]
+        return [lp for s in self.segments for lp in (s.logprobs or [0.0] * len(s.token_ids))]
 
     @property
     def versions(self) -> list[int]:

@@ -4,8 +4,9 @@ Model: a ~3.7M-parameter Llama (d 256, 4 layers, 4 heads, vocab 2048, MLP 512), 
 fp32, built in-process. Batch 64 prompts of 8-24 tokens (left-padded), 48 new tokens, T=1,
 no top-k/top-p (HF gets `top_k=0`, since transformers 5.24 applies top_k=50 by default), no
 stop tokens, both with a KV cache. HF generate is forced to emit exactly 48 tokens
-(`min_new_tokens`). Runs alternate (ours, HF, ours, HF, ...) after one warm-up each; the
-ratio is of the medians.
+(`min_new_tokens`). After one warm-up each, rounds run ours then HF back to back; the result
+is the median of the per-round ratios (paired, so that load from other processes on a shared
+machine hits both sides of a ratio alike). `--threads N` pins torch's thread count.
 
     .venv/bin/python benchmarks/engine_throughput.py [--quick]
 Last line: `result: ratio=<ours / HF>`.
@@ -84,7 +85,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2 timed rounds instead of 5")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rounds = 2 if args.quick else 5
 
     model = build_model()
@@ -96,7 +100,7 @@ def main() -> None:
         f"{args.new_tokens} new tokens, T=1, threads={torch.get_num_threads()}"
     )
 
-    ours, hf = [], []
+    ours, hf, ratios = [], [], []
     run_ours(engine, prompts, 4)  # warm-up
     run_hf(model, prompts, 4)
     for i in range(rounds):
@@ -104,11 +108,12 @@ def main() -> None:
         ours.append(n / dt)
         dt_hf, n_hf = timed(lambda: run_hf(model, prompts, args.new_tokens))
         hf.append(n_hf / dt_hf)
-        print(f"round {i}: LocalEngine {ours[-1]:8.0f} tok/s   HF generate {hf[-1]:8.0f} tok/s")
-    o, h = statistics.median(ours), statistics.median(hf)
-    print(f"LocalEngine (median): {o:.0f} new tokens/s")
-    print(f"HF generate (median): {h:.0f} new tokens/s")
-    print(f"result: ratio={o / h:.2f}")
+        ratios.append(ours[-1] / hf[-1])
+        print(f"round {i}: LocalEngine {ours[-1]:6.0f} tok/s   HF generate {hf[-1]:6.0f} tok/s"
+              f"   ratio {ratios[-1]:.2f}")
+    print(f"LocalEngine (median): {statistics.median(ours):.0f} new tokens/s")
+    print(f"HF generate (median): {statistics.median(hf):.0f} new tokens/s")
+    print(f"result: ratio={statistics.median(ratios):.2f}")
 
 
 if __name__ == "__main__":

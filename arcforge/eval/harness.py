@@ -34,8 +34,9 @@ def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
     return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 
-def evaluate_checkpoint(ckpt: Path, world: Any, cfg: EvalCfg,
-                        suites: list[str] | None = None, desc: str = "eval") -> dict[str, dict]:
+def evaluate_checkpoint(
+    ckpt: Path, world: Any, cfg: EvalCfg, suites: list[str] | None = None, desc: str = "eval"
+) -> dict[str, dict]:
     """Run `suites` (default: cfg.suites) on one checkpoint; returns {suite: result}."""
     names = suites or cfg.suites
     unknown = [s for s in names if s not in SUITES]
@@ -48,8 +49,11 @@ def evaluate_checkpoint(ckpt: Path, world: Any, cfg: EvalCfg,
         for i, name in enumerate(names):
             t0 = time.time()
             out = SUITES[name](ev, cfg)
-            results[name] = {**summarize(out.scores), "examples": out.examples,
-                             "seconds": round(time.time() - t0, 2)}
+            results[name] = {
+                **summarize(out.scores),
+                "examples": out.examples,
+                "seconds": round(time.time() - t0, 2),
+            }
             bar.update(i + 1)
     return results
 
@@ -69,8 +73,11 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
         have = json.loads(cache.read_text()) if cache.exists() else {}
         missing = [s for s in ctx.cfg.eval.suites if s not in have]
         if missing:
-            have.update(evaluate_checkpoint(ckpt, ctx.world, ctx.cfg.eval, missing,
-                                            desc=f"eval {stage.name}"))
+            have.update(
+                evaluate_checkpoint(
+                    ckpt, ctx.world, ctx.cfg.eval, missing, desc=f"eval {stage.name}"
+                )
+            )
             cache.write_text(json.dumps(have, indent=1))
         results[stage.name] = have
         line = "  ".join(f"{s}={have[s]['score']:.3f}" for s in ctx.cfg.eval.suites if s in have)

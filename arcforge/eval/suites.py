@@ -52,21 +52,32 @@ class Evaluator:
         return [i for i in ids if i is not None and i >= 0]
 
     def complete(self, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
-        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0,
-                                stop_token_ids=self.stop_ids())
+        params = SamplingParams(
+            max_new_tokens=max_new_tokens, temperature=0.0, stop_token_ids=self.stop_ids()
+        )
         outs = self.engine.generate([self.fit(p, max_new_tokens) for p in prompts], params)
         return [self.tokenizer.decode(o.token_ids, skip_special_tokens=False) for o in outs]
 
-    def chat(self, tasks: list[Task], max_new_tokens: int, with_tools: bool = False,
-             thinking: bool = True) -> list[str]:
+    def chat(
+        self,
+        tasks: list[Task],
+        max_new_tokens: int,
+        with_tools: bool = False,
+        thinking: bool = True,
+    ) -> list[str]:
         """Greedy assistant replies (raw text with think/tool_call tags) to each task."""
         tools = self.world.tools()
         prompts = []
         for t in tasks:
             msgs = [Message(role="user", content=t.instruction, thinking=thinking)]
             tl = [tools[n] for n in t.tools if n in tools] if with_tools else None
-            enc = render_ids(msgs, self.tokenizer, tools=tl, thinking=ThinkingConfig(),
-                             add_generation_prompt=True)
+            enc = render_ids(
+                msgs,
+                self.tokenizer,
+                tools=tl,
+                thinking=ThinkingConfig(),
+                add_generation_prompt=True,
+            )
             prompts.append(enc.input_ids)
         return self.complete(prompts, max_new_tokens)
 
@@ -104,8 +115,9 @@ def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
         s = math_reward(parsed.content, t.validation.answer or "")
         scores.append(s)
         if len(ex) < 3:
-            ex.append({"prompt": t.instruction, "output": o, "answer": t.validation.answer,
-                       "score": s})
+            ex.append(
+                {"prompt": t.instruction, "output": o, "answer": t.validation.answer, "score": s}
+            )
     return SuiteOutput(scores, ex)
 
 
@@ -117,19 +129,25 @@ def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     for t, o in zip(tasks, outs):
         parsed = parse_assistant(_strip_end(o))
         offered = {n: tools[n] for n in t.tools if n in tools}
-        ok = bool(parsed.tool_calls) and not parsed.errors and all(
-            validate_call(c, offered) is None for c in parsed.tool_calls)
+        ok = (
+            bool(parsed.tool_calls)
+            and not parsed.errors
+            and all(validate_call(c, offered) is None for c in parsed.tool_calls)
+        )
         scores.append(1.0 if ok else 0.0)
         if len(ex) < 3:
-            ex.append({"prompt": t.instruction, "output": o, "score": float(ok),
-                       "errors": parsed.errors})
+            ex.append(
+                {"prompt": t.instruction, "output": o, "score": float(ok), "errors": parsed.errors}
+            )
     return SuiteOutput(scores, ex)
 
 
 def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     tasks = ev.world.tasks("long_context", "test")[: cfg.n]
-    prompts = [ev.tokenizer(t.instruction + "\nAnswer:", add_special_tokens=False)["input_ids"]
-               for t in tasks]
+    prompts = [
+        ev.tokenizer(t.instruction + "\nAnswer:", add_special_tokens=False)["input_ids"]
+        for t in tasks
+    ]
     outs = ev.complete(prompts, 12)
     scores, ex = [], []
     for t, o in zip(tasks, outs):
@@ -137,8 +155,14 @@ def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
         s = exact_match("Answer: " + pred, t.validation.answer or "")
         scores.append(s)
         if len(ex) < 3:
-            ex.append({"question": t.instruction[-200:], "output": o, "answer":
-                       t.validation.answer, "prompt_tokens": len(prompts[len(ex)])})
+            ex.append(
+                {
+                    "question": t.instruction[-200:],
+                    "output": o,
+                    "answer": t.validation.answer,
+                    "prompt_tokens": len(prompts[len(ex)]),
+                }
+            )
     return SuiteOutput(scores, ex)
 
 

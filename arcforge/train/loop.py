@@ -79,8 +79,13 @@ def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
 # ---- resumable state -------------------------------------------------------------------
 
 
-def save_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int,
-               extra: dict[str, Any] | None = None) -> None:
+def save_state(
+    state_dir: Path,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    step: int,
+    extra: dict[str, Any] | None = None,
+) -> None:
     """Write model, optimizer, step and RNG states; atomic via a temp dir + rename."""
     tmp = state_dir.with_name(state_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -134,8 +139,11 @@ class MetricsLog:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and path.exists():
-            keep = [ln for ln in path.read_text().splitlines()
-                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
+            keep = [
+                ln
+                for ln in path.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= resume_step
+            ]
             path.write_text("".join(ln + "\n" for ln in keep))
         elif resume_step is None and path.exists():
             path.unlink()
@@ -211,9 +219,14 @@ def train_loop(
             loss_ema = lv if math.isnan(loss_ema) else 0.9 * loss_ema + 0.1 * lv
             done = step + 1
             if done % log_every == 0 or done == total:
-                row = {"step": done, "loss": lv, "lr": opt.param_groups[0]["lr"],
-                       "grad_norm": float(gnorm), "phase": phases[pi].name,
-                       "tokens_per_s": tokens / max(1e-9, time.time() - t0)}
+                row = {
+                    "step": done,
+                    "loss": lv,
+                    "lr": opt.param_groups[0]["lr"],
+                    "grad_norm": float(gnorm),
+                    "phase": phases[pi].name,
+                    "tokens_per_s": tokens / max(1e-9, time.time() - t0),
+                }
                 log.write(**row)
                 history.append(row)
             if heldout_fn and (done % heldout_every == 0 or done == total):
@@ -226,5 +239,11 @@ def train_loop(
                 save_state(out_dir / "state", model, opt, done)
                 break
     model.eval()
-    return LoopResult(steps=total, final_loss=loss_ema, tokens=tokens,
-                      seconds=time.time() - t0, resumed_from=start, history=history)
+    return LoopResult(
+        steps=total,
+        final_loss=loss_ema,
+        tokens=tokens,
+        seconds=time.time() - t0,
+        resumed_from=start,
+        history=history,
+    )

@@ -34,8 +34,9 @@ class SFTExample:
     loss_mask: list[int]
 
 
-def encode_conversations(convs: list[Conversation], tokenizer, max_len: int,
-                         preserve_default: bool = False) -> tuple[list[SFTExample], dict]:
+def encode_conversations(
+    convs: list[Conversation], tokenizer, max_len: int, preserve_default: bool = False
+) -> tuple[list[SFTExample], dict]:
     """Render + tokenize; returns the examples and counts (kept, truncated, dropped)."""
     out, counts = [], {"kept": 0, "truncated": 0, "dropped_no_target": 0}
     for c in convs:
@@ -44,8 +45,9 @@ def encode_conversations(convs: list[Conversation], tokenizer, max_len: int,
         # example (its prefix conversation); preserved thinking trains every turn in one.
         prefixes = [c.messages] if keep else turn_prefixes(c.messages)
         for msgs in prefixes:
-            enc = render_ids(msgs, tokenizer, tools=c.tools or None,
-                             thinking=ThinkingConfig(preserve=keep))
+            enc = render_ids(
+                msgs, tokenizer, tools=c.tools or None, thinking=ThinkingConfig(preserve=keep)
+            )
             ids, mask = list(enc.input_ids), list(enc.loss_mask)
             if len(ids) > max_len + 1:
                 ids, mask = ids[: max_len + 1], mask[: max_len + 1]
@@ -87,16 +89,32 @@ def sft_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]):
     x, y = batch
     logits = model(input_ids=x).logits  # (B, T, V)
     n = int((y != -100).sum())
-    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1),
-                           ignore_index=-100)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1), ignore_index=-100
+    )
     return loss, n
 
 
-def train_sft(model: torch.nn.Module, examples: list[SFTExample], cfg: SFTStageCfg,
-              out_dir: Path, pad_id: int, **loop_kw) -> LoopResult:
+def train_sft(
+    model: torch.nn.Module,
+    examples: list[SFTExample],
+    cfg: SFTStageCfg,
+    out_dir: Path,
+    pad_id: int,
+    **loop_kw,
+) -> LoopResult:
     steps = max(1, int(cfg.epochs * len(examples) / cfg.batch_size))
-    phase = Phase(steps=steps, batch_fn=make_batch_fn(examples, cfg.batch_size, cfg.seed, pad_id),
-                  name="sft")
-    return train_loop(model, [phase], sft_loss, cfg.optim, out_dir,
-                      log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every,
-                      desc=f"sft {cfg.name}", **loop_kw)
+    phase = Phase(
+        steps=steps, batch_fn=make_batch_fn(examples, cfg.batch_size, cfg.seed, pad_id), name="sft"
+    )
+    return train_loop(
+        model,
+        [phase],
+        sft_loss,
+        cfg.optim,
+        out_dir,
+        log_every=cfg.log_every,
+        checkpoint_every=cfg.checkpoint_every,
+        desc=f"sft {cfg.name}",
+        **loop_kw,
+    )

@@ -1,0 +1,74 @@
+"""The Environment protocol and the tool-call executor every environment shares.
+
+An environment is a small class: `reset(task)` gives the opening messages and sets `tools`,
+`step(assistant_message)` executes the message's tool calls and returns observations,
+`verify()` grades the episode into a `Reward`. Tool calls that are malformed, name an unknown
+tool, have wrong argument types, or raise, become an error observation that tells the model what
+was wrong — never an exception out of the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from arcforge.types import Message, Reward, Task, Tool, ToolCall
+
+MAX_OBSERVATION_CHARS = 8000
+
+
+@dataclass
+class StepResult:
+    """What one assistant message caused: tool observations and whether the episode ended."""
+
+    observations: list[Message]
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    tools: list[Tool]
+
+    def reset(self, task: Task) -> list[Message]: ...
+
+    def step(self, message: Message) -> StepResult: ...
+
+    def verify(self) -> Reward: ...
+
+    def close(self) -> None: ...
+
+
+def _check_args(call: ToolCall, tool: Tool) -> str | None:
+    # Imported here: chat depends on types only, envs may use chat's validator.
+    from arcforge.chat import validate_call
+
+    return validate_call(call, {tool.name: tool})
+
+
+def execute_call(call: ToolCall, tools: dict[str, Tool],
+                 max_chars: int = MAX_OBSERVATION_CHARS) -> Message:
+    """Run one tool call; any problem becomes an `error: ...` tool message."""
+    tool = tools.get(call.name)
+    if tool is None:
+        text = f"error: unknown tool {call.name!r}; available tools: {', '.join(sorted(tools))}"
+    elif (problem := _check_args(call, tool)) is not None:
+        text = f"error: {problem}"
+    elif tool.fn is None:
+        text = f"error: tool {call.name!r} cannot be executed here"
+    else:
+        try:
+            text = str(tool.fn(**call.arguments))
+        except Exception as err:  # the model's call failed: tell it why, keep the episode alive
+            text = f"error: {call.name} raised {type(err).__name__}: {err}"
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"\n[... truncated {len(text) - max_chars} characters]"
+    return Message(role="tool", content=text, tool_call_id=call.id or None, name=call.name)
+
+
+def execute_calls(message: Message, tools: dict[str, Tool],
+                  parse_errors: list[str] | None = None) -> list[Message]:
+    """Observations for every call in an assistant message, plus one per parse error."""
+    obs = [Message(role="tool", content=f"error: malformed tool call: {e}", name="parser")
+           for e in parse_errors or []]
+    return obs + [execute_call(c, tools) for c in message.tool_calls]

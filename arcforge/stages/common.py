@@ -1,0 +1,167 @@
+"""Shared stage plumbing: the world, the tokenizer, `world:` sources and the starting model.
+
+`prepare_world` / `prepare_tokenizer` run once per run (cached in RUN_DIR/world and
+RUN_DIR/tokenizer). `world:` sources resolve through `world_records`; `model_for_stage` gives a
+stage its starting weights (the init checkpoint, the user's local HF model, or a preset).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from arcforge.config import RunCfg
+from arcforge.data.curate import curate
+from arcforge.data.midtrain import repo_sequence, synthetic_long_doc
+from arcforge.data.sources import Record, register_world_resolver
+from arcforge.errors import ConfigError, UserError
+from arcforge.model.checkpoint import (
+    init_model,
+    load_model,
+    resize_for_tokenizer,
+)
+from arcforge.model.presets import build_config
+from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from arcforge.pipeline import RunContext
+
+HELDOUT_SEQ_LEN = 128  # fixed so held-out losses are comparable across stages
+
+
+# ---- world and tokenizer -------------------------------------------------------------------
+
+
+def build_world_from_cfg(cfg: RunCfg):
+    from arcforge.world import WorldConfig, build_world
+
+    known = set(WorldConfig.__dataclass_fields__)
+    bad = sorted(set(cfg.world.options) - known)
+    if bad:
+        raise ConfigError(f"world.options: unknown key(s) {bad}; known: {sorted(known)}")
+    try:
+        wcfg = WorldConfig.from_dict(
+            {**cfg.world.options, "seed": cfg.world.seed, "scale": cfg.world.scale}
+        )
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"world.options: {err}") from None
+    return build_world(wcfg)
+
+
+def world_records(world, suite: str, split: str | None) -> list[Record]:
+    """Resolve `world:<suite>[:split]` into records."""
+    if suite in ("corpus", "heldout"):
+        docs = world.corpus() if suite == "corpus" else world.heldout_corpus()
+        return [Record(text=d.text, origin=f"world:{suite}#{d.id}") for d in docs]
+    if suite == "repos":
+        # repos behind held-out SWE tasks stay out of training data
+        held = {t.context.get("repo") for t in world.tasks("swe", "test")}
+        out = []
+        for repo in (r for r in world.repos if r.name not in held):
+            bug = repo.inject_bug(__import__("random").Random(repo.name))
+            files = {**repo.files, **repo.tests}
+            out.append(
+                Record(
+                    text=repo_sequence(files, bug.issue_text, bug.fix_diff),
+                    origin=f"world:repos#{repo.name}",
+                )
+            )
+        return out
+    if suite == "long_context":
+        # one document per item, "{text}\n\nQuestion: {q}\nAnswer: {a}", the probe's format
+        sizes = world.config.long_context_chars
+        items = [
+            it
+            for k, size in enumerate(sizes)
+            for it in world.long_context(
+                n=max(20, 600 // len(sizes)), target_chars=size, split=split or "train", seed=k
+            )
+        ]
+        return [
+            Record(text=synthetic_long_doc([it]), origin=f"world:long_context#{i}")
+            for i, it in enumerate(items)
+        ]
+    if suite == "sft" or suite.startswith("sft/"):
+        kind = suite.split("/", 1)[1] if "/" in suite else None
+        return [
+            Record(
+                messages=d.messages,
+                origin=f"world:sft#{d.id}",
+                meta={"tools": d.tools, "mode": d.mode},
+            )
+            for d in world.sft_demos()
+            if kind is None or d.kind == kind
+        ]
+    from arcforge.data.sources import record_from_task
+
+    return [
+        record_from_task(t, f"world:{suite}#{t.id}") for t in world.tasks(suite, split or "train")
+    ]
+
+
+def prepare_world(ctx: RunContext):
+    from arcforge.world import World
+
+    wdir = ctx.run_dir / "world"
+    if (wdir / "DONE").exists():
+        world = World.load(wdir)
+    else:
+        print("[world] generating the embedded world ...")
+        world = build_world_from_cfg(ctx.cfg)
+        world.save(wdir)
+        (wdir / "DONE").write_text("ok")
+    register_world_resolver(lambda suite, split: world_records(world, suite, split))
+    return world
+
+
+def prepare_tokenizer(ctx: RunContext):
+    cfg = ctx.cfg
+    src = cfg.model.path or cfg.tokenizer.path
+    if src:
+        if not Path(src).exists():
+            raise UserError(f"tokenizer/model path not found: {src}")
+        tok, _ = load_tokenizer(src)
+        return tok
+    tdir = ctx.run_dir / "tokenizer"
+    if (tdir / "DONE").exists():
+        return load_tokenizer(tdir)[0]
+    docs, _ = curate(ctx.world.corpus())
+    texts, n = [], 0
+    for d in docs:
+        if n >= cfg.tokenizer.train_chars:
+            break
+        texts.append(d.text)
+        n += len(d.text)
+    print(
+        f"[tokenizer] training byte-level BPE ({cfg.tokenizer.vocab_size}) on {n / 1e6:.1f}M chars"
+    )
+    tok = train_tokenizer(texts, cfg.tokenizer.vocab_size)
+    save_tokenizer(tok, tdir)
+    (tdir / "DONE").write_text("ok")
+    return tok
+
+
+# ---- model ---------------------------------------------------------------------------------
+
+
+def model_for_stage(ctx: RunContext, stage) -> torch.nn.Module:
+    """The stage's starting model: its init checkpoint, the user's model.path, or a preset."""
+    ckpt = ctx.init_checkpoint(stage)
+    if ckpt is not None:
+        return load_model(ckpt)
+    m = ctx.cfg.model
+    if m.path:
+        model = load_model(m.path)
+        resize_for_tokenizer(model, ctx.tokenizer)
+        return model
+    tok = ctx.tokenizer
+    conf = build_config(
+        m.preset,
+        vocab_size=len(tok),
+        max_position_embeddings=m.max_position_embeddings,
+        rope_theta=m.rope_theta,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        **m.overrides,
+    )
+    return init_model(conf, seed=m.seed)

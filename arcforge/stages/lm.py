@@ -1,0 +1,133 @@
+"""Pretraining and mid-training stage runner.
+
+Curates text sources, packs a weighted mixture per context phase (one phase per mid-training
+context stage, with its RoPE base set on entry) and trains with `train_lm`. Finishes with a
+save_pretrained checkpoint plus the tokenizer. `git:<path>` sources give repo-level sequences
+of a local git repository.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from arcforge.config import LMStageCfg
+from arcforge.data.curate import curate
+from arcforge.data.midtrain import git_repo_sequences
+from arcforge.data.packing import PackedDataset, pack, tokenize_docs
+from arcforge.data.sources import Record, load_records
+from arcforge.errors import UserError
+from arcforge.model.checkpoint import save_checkpoint, set_max_positions, set_rope_theta
+from arcforge.pipeline import RunContext, register_stage
+from arcforge.stages.common import model_for_stage
+from arcforge.train.lm import heldout_loss, train_lm
+from arcforge.train.loop import Phase
+
+HELDOUT_SEQ_LEN = 128  # fixed so held-out losses are comparable across stages
+
+
+# ---- LM stages -----------------------------------------------------------------------------
+
+
+def _source_texts(spec: str) -> list[str]:
+    if spec.startswith("git:"):
+        path = Path(spec[4:])
+        if not (path / ".git").exists():
+            raise UserError(f"source {spec!r}: {path} is not a git repository")
+        return git_repo_sequences(path)
+    recs = load_records(spec)
+    return [r.text if r.text is not None else _record_as_text(r) for r in recs]
+
+
+def _record_as_text(r: Record) -> str:
+    if r.messages is not None:
+        return "\n".join(f"{m.role}: {m.content}" for m in r.messages)
+    return f"{r.prompt}\n{r.answer or ''}"
+
+
+def mixed_rows(
+    streams: list[list[int]], weights: list[float], seq_len: int, n_rows: int, seed: int
+) -> torch.Tensor:
+    """(n_rows, seq_len+1) rows drawn from each source's packed rows in proportion to weight."""
+    total_w = sum(weights)
+    out = []
+    for i, (stream, w) in enumerate(zip(streams, weights)):
+        rows = pack(stream, seq_len)  # (N_i, T+1)
+        if len(rows) == 0:
+            raise UserError(f"source #{i} has fewer than {seq_len + 1} tokens at seq_len {seq_len}")
+        k = max(1, round(n_rows * w / total_w))
+        g = torch.Generator().manual_seed(seed + 17 * i)
+        reps = math.ceil(k / len(rows))
+        idx = torch.cat([torch.randperm(len(rows), generator=g) for _ in range(reps)])[:k]
+        out.append(rows[idx])
+    return torch.cat(out)
+
+
+@register_stage("pretrain", "midtrain")
+def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
+    tok = ctx.tokenizer
+    model = model_for_stage(ctx, stage)
+    streams, weights, curation = [], [], {}
+    for s in stage.sources:
+        texts = _source_texts(s.source)
+        if stage.curate and s.source.startswith("world:corpus"):
+            kept, rep = curate(texts)
+            curation[s.source] = {"in": rep.n_in, "kept": rep.n_kept, **rep.counts}
+            texts = kept
+        streams.append(tokenize_docs(texts, tok))
+        weights.append(s.weight)
+    held_docs = [d.text for d in ctx.world.heldout_corpus()[: stage.heldout_docs * 4]]
+    held = pack(tokenize_docs(held_docs, tok), HELDOUT_SEQ_LEN)[: stage.heldout_docs]
+    schedule = stage.context_schedule or [
+        type("C", (), {"seq_len": stage.seq_len, "tokens": stage.tokens, "rope_theta": None})()
+    ]
+    phases = []
+    for i, cs in enumerate(schedule):
+        bs = max(1, stage.tokens_per_batch // cs.seq_len)
+        steps = max(1, cs.tokens // (bs * cs.seq_len))
+        rows = mixed_rows(streams, weights, cs.seq_len, steps * bs, stage.seed + i)
+        ds = PackedDataset(rows)
+        hook = _context_hook(cs.seq_len, cs.rope_theta) if cs.rope_theta else None
+        phases.append(
+            Phase(
+                steps,
+                lambda step, ds=ds, bs=bs: ds.batch(step, bs, stage.seed),
+                on_enter=hook,
+                name=f"ctx{cs.seq_len}",
+            )
+        )
+    res = train_lm(
+        model,
+        phases,
+        stage.optim,
+        out,
+        heldout=lambda m: heldout_loss(m, held),
+        log_every=stage.log_every,
+        checkpoint_every=stage.checkpoint_every,
+        heldout_every=stage.heldout_every,
+        desc=f"{stage.kind} {stage.name}",
+    )
+    final_held = heldout_loss(model, held)
+    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    (out / "curation.json").write_text(json.dumps(curation, indent=1))
+    return {
+        "steps": res.steps,
+        "final_loss": res.final_loss,
+        "heldout_loss": final_held,
+        "tokens": res.tokens,
+        "tokens_per_s": res.tokens / max(1e-9, res.seconds),
+        "context": [c.seq_len for c in schedule],
+        "curation": curation,
+    }
+
+
+def _context_hook(seq_len: int, theta: float):
+    def hook(model: torch.nn.Module) -> None:
+        set_rope_theta(model, theta)
+        if model.config.max_position_embeddings < seq_len:
+            set_max_positions(model, seq_len)
+
+    return hook

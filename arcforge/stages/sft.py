@@ -1,0 +1,61 @@
+"""SFT stage runner: sources → conversations → chat-template encoding → `train_sft`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arcforge.config import SFTStageCfg
+from arcforge.data.sources import load_records
+from arcforge.errors import UserError
+from arcforge.model.checkpoint import save_checkpoint
+from arcforge.pipeline import RunContext, register_stage
+from arcforge.stages.common import model_for_stage
+from arcforge.train.sft import Conversation, encode_conversations, train_sft
+from arcforge.types import Message
+
+# ---- SFT -----------------------------------------------------------------------------------
+
+
+def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
+    tools = ctx.world.tools()
+    convs = []
+    for s in stage.sources:
+        for r in load_records(s.source):
+            if r.messages is None:
+                if r.prompt is None:
+                    continue
+                r.messages = [
+                    Message(role="user", content=r.prompt),
+                    Message(role="assistant", content=r.answer or ""),
+                ]
+            names = r.meta.get("tools", [])
+            mode = r.meta.get("mode")
+            convs.append(
+                Conversation(
+                    r.messages,
+                    [tools[n] for n in names if n in tools],
+                    True if mode == "preserved" else None,
+                )
+            )
+    return convs
+
+
+@register_stage("sft")
+def run_sft_stage(ctx: RunContext, stage: SFTStageCfg, out: Path) -> dict:
+    tok = ctx.tokenizer
+    model = model_for_stage(ctx, stage)
+    examples, counts = encode_conversations(
+        _conversations(ctx, stage), tok, stage.max_len, stage.preserve_thinking
+    )
+    if not examples:
+        raise UserError(f"stage {stage.name!r}: its sources gave no trainable conversation")
+    res = train_sft(model, examples, stage, out, pad_id=tok.pad_token_id or 0)
+    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    return {
+        "steps": res.steps,
+        "final_loss": res.final_loss,
+        "examples": counts["kept"],
+        "truncated": counts["truncated"],
+        "dropped": counts["dropped_no_target"],
+        "tokens_per_s": res.tokens / max(1e-9, res.seconds),
+    }
