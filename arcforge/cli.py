@@ -194,6 +194,36 @@ def _quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
+env_app = typer.Typer(no_args_is_help=True, help="Environments: check tasks and their verifiers.")
+app.add_typer(env_app, name="env")
+
+
+@env_app.command("check")
+def env_check(
+    task: Path = typer.Argument(..., help="A Terminal-Bench/Harbor task dir, a Task JSON(L) file, "
+                                           "or a SWE-bench record with repo_path."),
+    solution: Path = typer.Option(None, help="Shell script (terminal) or patch (SWE) to run; "
+                                             "default: the task's own oracle."),
+    empty: bool = typer.Option(False, "--empty", help="Run no solution (the verifier must fail)."),
+    backend: str = typer.Option("bwrap", help="Sandbox backend: bwrap, docker or local."),
+) -> None:
+    """Run a task's oracle (or a given solution, or none) in the sandbox and print the verdict."""
+    import json
+
+    from arcforge.envs.check import check_task
+
+    if not task.exists():
+        raise UserError(f"task not found: {task}")
+    if solution is not None and not solution.is_file():
+        raise UserError(f"solution file not found: {solution}")
+    try:
+        res = check_task(task, solution=str(solution) if solution else None, empty=empty,
+                         backend=backend)
+    except ValueError as err:
+        raise UserError(f"{task}: {err}") from None
+    typer.echo(json.dumps(res, indent=1, default=str))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _quiet_transformers()

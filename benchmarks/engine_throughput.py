@@ -109,8 +109,10 @@ def main() -> None:
         dt_hf, n_hf = timed(lambda: run_hf(model, prompts, args.new_tokens))
         hf.append(n_hf / dt_hf)
         ratios.append(ours[-1] / hf[-1])
-        print(f"round {i}: LocalEngine {ours[-1]:6.0f} tok/s   HF generate {hf[-1]:6.0f} tok/s"
-              f"   ratio {ratios[-1]:.2f}")
+        print(
+            f"round {i}: LocalEngine {ours[-1]:6.0f} tok/s   HF generate {hf[-1]:6.0f} tok/s"
+            f"   ratio {ratios[-1]:.2f}"
+        )
     print(f"LocalEngine (median): {statistics.median(ours):.0f} new tokens/s")
     print(f"HF generate (median): {statistics.median(hf):.0f} new tokens/s")
     print(f"result: ratio={statistics.median(ratios):.2f}")

@@ -173,8 +173,12 @@ class _FastLayer(nn.Module):
         k_cache[:, :, t0 : t0 + T] = k * cos + _rotate_half(k) * sin
         v_cache[:, :, t0 : t0 + T] = v.view(B, T, self.n_kv, self.hd).transpose(1, 2)
         a = F.scaled_dot_product_attention(
-            q, k_cache[:, :, : t0 + T], v_cache[:, :, : t0 + T], attn_mask=attn_mask,
-            scale=self.scaling, enable_gqa=self.n_q != self.n_kv,
+            q,
+            k_cache[:, :, : t0 + T],
+            v_cache[:, :, : t0 + T],
+            attn_mask=attn_mask,
+            scale=self.scaling,
+            enable_gqa=self.n_q != self.n_kv,
         )  # (B, H, T, hd)
         x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
         g, u = self.gate_up(self.post_norm(x)).chunk(2, dim=-1)
@@ -197,18 +201,27 @@ class _FastDecoder(nn.Module):
             cos, sin = base.rotary_emb(w.float(), torch.arange(n_pos, device=w.device)[None])
         self.cos_tab, self.sin_tab = cos[0], sin[0]  # (n_pos, hd), plain attributes
 
-    def _forward(self, ids, pos, attn_mask, t0: int) -> torch.Tensor:
-        x = self.embed(ids)  # (B, T, D)
-        cos = self.cos_tab[pos].to(x.dtype)[:, None]  # (B, 1, T, hd)
+    def _forward(self, ids, pos, attn_mask, t0: int, rows=slice(None)) -> torch.Tensor:
+        x = self.embed(ids)  # (b, T, D)
+        cos = self.cos_tab[pos].to(x.dtype)[:, None]  # (b, 1, T, hd)
         sin = self.sin_tab[pos].to(x.dtype)[:, None]
         for layer, kc, vc in zip(self.layers, self.k, self.v):
-            x = layer(x, cos, sin, kc, vc, t0, attn_mask)
-        return self.lm_head(self.norm(x[:, -1])).float()  # (B, V)
+            x = layer(x, cos, sin, kc[rows], vc[rows], t0, attn_mask)
+        return self.lm_head(self.norm(x[:, -1])).float()  # (b, V)
 
-    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, max_len: int) -> torch.Tensor:
+    def prefill(
+        self, ids: torch.Tensor, mask: torch.Tensor, max_len: int, buckets: int = 4
+    ) -> torch.Tensor:
+        """Fill the cache for a left-padded batch; returns the last position's logits (B, V).
+
+        Rows are prefilled in `buckets` groups of consecutive rows, each cut to its own longest
+        prompt: with rows sorted by length (LocalEngine sorts) most padding is never computed.
+        """
         if max_len > self.cos_tab.shape[0]:
-            raise ValueError(f"prompt + max_new_tokens = {max_len} exceeds the model's "
-                             f"max_position_embeddings = {self.cos_tab.shape[0]}")
+            raise ValueError(
+                f"prompt + max_new_tokens = {max_len} exceeds the model's "
+                f"max_position_embeddings = {self.cos_tab.shape[0]}"
+            )
         (B, P), w = ids.shape, self.embed.weight
         l0 = self.layers[0]
         shape = (B, l0.n_kv, max_len, l0.hd)
@@ -216,18 +229,27 @@ class _FastDecoder(nn.Module):
         self.v = [torch.zeros(shape, dtype=w.dtype, device=w.device) for _ in self.layers]
         self.valid = torch.zeros(B, max_len, dtype=torch.bool, device=w.device)  # (B, Tmax)
         self.valid[:, :P] = mask.bool()
-        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, P)
-        causal = torch.ones(P, P, dtype=torch.bool, device=w.device).tril()
-        eye = torch.eye(P, dtype=torch.bool, device=w.device)  # pad queries see themselves: no NaN
-        attn = (causal & self.valid[:, None, :P]) | eye  # (B, P, P)
-        logits = self._forward(ids, pos, attn[:, None], 0)
-        self.pos, self.t = pos[:, -1] + 1, P  # (B,)
-        return logits
+        lengths = mask.long().sum(-1)  # (B,)
+        slots = torch.arange(P, device=w.device)
+        logits, size = [], -(-B // buckets)
+        for r0 in range(0, B, size):
+            rows = slice(r0, min(B, r0 + size))
+            t0 = P - int(lengths[rows].max())  # this group's tokens sit in slots [t0, P)
+            valid = self.valid[rows, :P]  # (b, P)
+            pos = (valid.long().cumsum(-1) - 1).clamp(min=0)[:, t0:]  # (b, T)
+            causal = slots[None, :] <= slots[t0:, None]  # (T, P): key slot <= query slot
+            eye = slots[None, :] == slots[t0:, None]  # pad queries see themselves: no NaN
+            attn = (causal[None] & valid[:, None, :]) | eye[None]  # (b, T, P)
+            logits.append(self._forward(ids[rows, t0:], pos, attn[:, None], t0, rows))
+        self.pos, self.t = lengths, P  # next position of each row, next cache slot
+        return torch.cat(logits)  # (B, V)
 
     def step(self, tok: torch.Tensor) -> torch.Tensor:
         t = self.t
         self.valid[:, t] = True
-        logits = self._forward(tok[:, None], self.pos[:, None], self.valid[:, None, None, : t + 1], t)
+        logits = self._forward(
+            tok[:, None], self.pos[:, None], self.valid[:, None, None, : t + 1], t
+        )
         self.pos, self.t = self.pos + 1, t + 1
         return logits
 
@@ -245,8 +267,14 @@ class _HFDecoder(nn.Module):
         self.model = model
 
     def _run(self, ids, pos):
-        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos,
-                         cache=self.cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=pos,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1].float()  # (B, V)
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -272,8 +300,11 @@ def _fast_supported(model: nn.Module) -> bool:
     cfg = model.config
     rope = (getattr(cfg, "rope_parameters", None) or {}).get("rope_type", "default")
     layer_types = getattr(cfg, "layer_types", None) or ["full_attention"]
-    return (cfg.model_type in _FAST_MODEL_TYPES and "dynamic" not in rope
-            and all(t == "full_attention" for t in layer_types))
+    return (
+        cfg.model_type in _FAST_MODEL_TYPES
+        and "dynamic" not in rope
+        and all(t == "full_attention" for t in layer_types)
+    )
 
 
 # ---------------------------------------------------------------- sampling
@@ -293,7 +324,9 @@ def _sample(logits: torch.Tensor, p: SamplingParams, gens: list[torch.Generator]
             zs, idx = z.sort(dim=-1, descending=True)  # (B, V)
             ps = zs.softmax(dim=-1)
             drop_sorted = ps.cumsum(dim=-1) - ps > p.top_p  # mass before this token > top_p
-            z = z.masked_fill(torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted), -math.inf)
+            z = z.masked_fill(
+                torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted), -math.inf
+            )
         cdf = z.softmax(dim=-1).cumsum(dim=-1)  # (B, V)
         if gens is None:
             u = torch.rand(cdf.shape[0], 1, device=cdf.device)  # (B, 1)
@@ -321,8 +354,15 @@ class LocalEngine:
         fast: use the lean Llama-family decode path when the architecture allows it.
     """
 
-    def __init__(self, model: nn.Module, *, pad_token_id: int, precision: str = "fp32",
-                 max_batch: int = 64, fast: bool = True) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        pad_token_id: int,
+        precision: str = "fp32",
+        max_batch: int = 64,
+        fast: bool = True,
+    ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.pad_token_id, self.precision, self.max_batch = pad_token_id, precision, max_batch
@@ -401,8 +441,9 @@ class LocalEngine:
                 logits = self._dec.step(tok)
         toks_l, lps_l = toks.tolist(), lps.tolist()
         return [
-            Completion(toks_l[b][: length[b]], lps_l[b][: length[b]],
-                       "stop" if stopped[b] else "length")
+            Completion(
+                toks_l[b][: length[b]], lps_l[b][: length[b]], "stop" if stopped[b] else "length"
+            )
             for b in range(B)
         ]
 
@@ -420,10 +461,20 @@ class ServerEngine:
     serve has it) and a `weight_sync_dir` both processes can read.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout: float = 600.0, weight_sync_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        weight_sync_dir: str | None = None,
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.base_url, self.model, self.weight_sync_dir = base_url.rstrip("/"), model, weight_sync_dir
+        self.base_url, self.model, self.weight_sync_dir = (
+            base_url.rstrip("/"),
+            model,
+            weight_sync_dir,
+        )
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self._version = 0
 
@@ -443,16 +494,25 @@ class ServerEngine:
         if not prompts:
             return []
         body = {
-            "model": self.model, "prompt": prompts, "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature, "top_p": params.top_p,
-            "top_k": params.top_k if params.top_k > 0 else -1, "n": params.n,
-            "seed": params.seed, "stop_token_ids": list(params.stop_token_ids), "logprobs": 0,
-            "return_tokens_as_token_ids": True, "skip_special_tokens": False,
+            "model": self.model,
+            "prompt": prompts,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k if params.top_k > 0 else -1,
+            "n": params.n,
+            "seed": params.seed,
+            "stop_token_ids": list(params.stop_token_ids),
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
         }
         choices = sorted(self._post("/v1/completions", body)["choices"], key=lambda c: c["index"])
         if len(choices) != len(prompts) * params.n:
-            raise RuntimeError(f"{self.base_url} returned {len(choices)} choices, "
-                               f"expected {len(prompts) * params.n}")
+            raise RuntimeError(
+                f"{self.base_url} returned {len(choices)} choices, "
+                f"expected {len(prompts) * params.n}"
+            )
         return [_parse_choice(c) for c in choices]
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
@@ -460,7 +520,8 @@ class ServerEngine:
             raise NotImplementedError(
                 "ServerEngine.load_weights needs weight_sync_dir and a server with "
                 "POST /update_weights (arcforge serve); for vLLM/SGLang use their own weight "
-                "update mechanism or restart the server on a new checkpoint")
+                "update mechanism or restart the server on a new checkpoint"
+            )
         from pathlib import Path
 
         from safetensors.torch import save_file
@@ -478,10 +539,14 @@ def _parse_choice(c: dict[str, Any]) -> Completion:
     if ids is None:
         tokens = lp.get("tokens") or []
         if any(not str(t).startswith("token_id:") for t in tokens):
-            raise RuntimeError("server did not return token ids: ask for "
-                               "return_tokens_as_token_ids (vLLM >= 0.6) or return token_ids")
+            raise RuntimeError(
+                "server did not return token ids: ask for "
+                "return_tokens_as_token_ids (vLLM >= 0.6) or return token_ids"
+            )
         ids = [int(str(t).split(":", 1)[1]) for t in tokens]
     logprobs = [float(x) for x in lp.get("token_logprobs") or []]
     if len(logprobs) != len(ids):
         raise RuntimeError(f"server returned {len(ids)} tokens but {len(logprobs)} logprobs")
-    return Completion(list(ids), logprobs, "length" if c.get("finish_reason") == "length" else "stop")
+    return Completion(
+        list(ids), logprobs, "length" if c.get("finish_reason") == "length" else "stop"
+    )

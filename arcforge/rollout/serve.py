@@ -66,15 +66,24 @@ def _prompt_ids(prompt: Any, tokenizer: Any) -> list[list[int]]:
 
 def _choice(i: int, c, req: CompletionRequest, tokenizer: Any) -> dict[str, Any]:
     text = tokenizer.decode(c.token_ids) if tokenizer is not None else ""
-    out: dict[str, Any] = {"index": i, "text": text, "token_ids": c.token_ids,
-                           "finish_reason": c.finish_reason, "logprobs": None}
+    out: dict[str, Any] = {
+        "index": i,
+        "text": text,
+        "token_ids": c.token_ids,
+        "finish_reason": c.finish_reason,
+        "logprobs": None,
+    }
     if req.logprobs is not None:
         if req.return_tokens_as_token_ids or tokenizer is None:
             tokens = [f"token_id:{t}" for t in c.token_ids]
         else:
             tokens = tokenizer.convert_ids_to_tokens(c.token_ids)
-        out["logprobs"] = {"tokens": tokens, "token_logprobs": c.logprobs,
-                           "top_logprobs": None, "text_offset": []}
+        out["logprobs"] = {
+            "tokens": tokens,
+            "token_logprobs": c.logprobs,
+            "top_logprobs": None,
+            "text_offset": [],
+        }
     return out
 
 
@@ -89,8 +98,12 @@ def create_app(engine: LocalEngine, model_name: str, tokenizer: Any = None) -> F
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "owned_by": "arcforge",
-                "version": engine.version}
+        card = {
+            "id": model_name,
+            "object": "model",
+            "owned_by": "arcforge",
+            "version": engine.version,
+        }
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/completions")
@@ -98,9 +111,13 @@ def create_app(engine: LocalEngine, model_name: str, tokenizer: Any = None) -> F
         prompts = _prompt_ids(req.prompt, tokenizer)
         try:
             params = SamplingParams(
-                max_new_tokens=req.max_tokens, temperature=req.temperature, top_p=req.top_p,
-                top_k=max(req.top_k, 0), stop_token_ids=tuple(req.stop_token_ids or ()),
-                seed=req.seed, n=req.n,
+                max_new_tokens=req.max_tokens,
+                temperature=req.temperature,
+                top_p=req.top_p,
+                top_k=max(req.top_k, 0),
+                stop_token_ids=tuple(req.stop_token_ids or ()),
+                seed=req.seed,
+                n=req.n,
             )
             with lock:
                 comps = engine.generate(prompts, params)
@@ -109,11 +126,16 @@ def create_app(engine: LocalEngine, model_name: str, tokenizer: Any = None) -> F
         n_prompt = sum(len(p) for p in prompts) * req.n
         n_new = sum(len(c.token_ids) for c in comps)
         return {
-            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-            "created": int(time.time()), "model": model_name,
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model_name,
             "choices": [_choice(i, c, req, tokenizer) for i, c in enumerate(comps)],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_new,
-                      "total_tokens": n_prompt + n_new},
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_new,
+                "total_tokens": n_prompt + n_new,
+            },
         }
 
     @app.post("/update_weights")
@@ -129,8 +151,13 @@ def create_app(engine: LocalEngine, model_name: str, tokenizer: Any = None) -> F
     return app
 
 
-def serve(checkpoint_dir: str, host: str = "127.0.0.1", port: int = 8000,
-          precision: str = "fp32", model_name: str | None = None) -> None:
+def serve(
+    checkpoint_dir: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    precision: str = "fp32",
+    model_name: str | None = None,
+) -> None:
     """Load a Hugging Face checkpoint directory and serve it with uvicorn (blocks)."""
     import torch
     import uvicorn

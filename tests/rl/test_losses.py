@@ -74,8 +74,14 @@ def test_grpo_icepop_weight_is_rho_and_token_advantages():
     # r = 1, ρ = e^0.5 = 1.648721 inside [1/2, 2] -> obj = ρ·A = 1.648721·3 = 4.946164
     logp = torch.zeros(1, 1)
     loss, _ = grpo_icepop_loss(
-        logp, logp, torch.full((1, 1), -0.5), torch.tensor([[3.0]]), torch.ones(1, 1),
-        0.2, 0.2, beta=2.0,
+        logp,
+        logp,
+        torch.full((1, 1), -0.5),
+        torch.tensor([[3.0]]),
+        torch.ones(1, 1),
+        0.2,
+        0.2,
+        beta=2.0,
     )
     assert_close(loss, torch.tensor(-3 * E(0.5)))
 
@@ -85,8 +91,9 @@ def test_double_sided_is():
     # r = e^[0.2, -0.3, 0.1, 0, 0.4] = [1.221403, 0.740818, 1.105171, 1, 1.491825]
     # range [1 - 0.2, 1 + 0.28] = [0.8, 1.28] -> tokens 1 (< 0.8) and 4 (> 1.28) masked out
     logp = (logp_roll + torch.tensor([[0.2, -0.3, 0.1, 0.0, 0.4]])).requires_grad_()
-    loss, stats = double_sided_is_loss(logp, logp_roll, torch.tensor([2.0]), torch.ones(1, 5),
-                                       eps_low=0.2, eps_high=0.28)
+    loss, stats = double_sided_is_loss(
+        logp, logp_roll, torch.tensor([2.0]), torch.ones(1, 5), eps_low=0.2, eps_high=0.28
+    )
     # loss = -2·(1.221403 + 1.105171 + 1) / 5 = -1.330630
     assert_close(loss, torch.tensor(-2 * (E(0.2) + E(0.1) + 1) / 5))
     loss.backward()
@@ -100,8 +107,9 @@ def test_double_sided_is():
 def test_double_sided_is_negative_advantage_outside_range_has_no_gradient():
     # r = e^0.4 = 1.4918 > 1.28 with A < 0: PPO clipping would keep this gradient; DSIS does not
     logp = torch.tensor([[0.4]], requires_grad=True)
-    loss, _ = double_sided_is_loss(logp, torch.zeros(1, 1), torch.tensor([-1.0]),
-                                   torch.ones(1, 1), 0.2, 0.28)
+    loss, _ = double_sided_is_loss(
+        logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1), 0.2, 0.28
+    )
     loss.backward()
     assert loss.item() == 0.0 and logp.grad.item() == 0.0
 
@@ -124,5 +132,7 @@ def test_kl_penalty():
 
 
 def test_policy_losses_registry():
-    assert POLICY_LOSSES == {"grpo_icepop": grpo_icepop_loss,
-                             "double_sided_is": double_sided_is_loss}
+    assert POLICY_LOSSES == {
+        "grpo_icepop": grpo_icepop_loss,
+        "double_sided_is": double_sided_is_loss,
+    }

@@ -21,8 +21,15 @@ PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20]]
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=256,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -32,8 +39,9 @@ def server(model):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     engine = LocalEngine(model, pad_token_id=0)
-    srv = uvicorn.Server(uvicorn.Config(create_app(engine, "tiny"), host="127.0.0.1",
-                                        port=port, log_level="warning"))
+    srv = uvicorn.Server(
+        uvicorn.Config(create_app(engine, "tiny"), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.time() + 20
@@ -57,8 +65,10 @@ def test_server_engine_equals_local_engine(server, model):
     url, _ = server
     client = ServerEngine(url, "tiny")
     local = LocalEngine(model, pad_token_id=0)
-    for params in [SamplingParams(max_new_tokens=8, temperature=0.0, stop_token_ids=[17]),
-                   SamplingParams(max_new_tokens=8, seed=5, n=2)]:
+    for params in [
+        SamplingParams(max_new_tokens=8, temperature=0.0, stop_token_ids=[17]),
+        SamplingParams(max_new_tokens=8, seed=5, n=2),
+    ]:
         remote, mine = client.generate(PROMPTS, params), local.generate(PROMPTS, params)
         assert len(remote) == len(PROMPTS) * params.n
         for a, b in zip(remote, mine):
@@ -79,16 +89,25 @@ def test_server_weight_update(server, model, tmp_path):
     after = client.generate(PROMPTS, params)
     reference = LocalEngine(model, pad_token_id=0)
     reference.load_weights(new, 3)
-    assert [c.token_ids for c in after] == [c.token_ids for c in reference.generate(PROMPTS, params)]
+    assert [c.token_ids for c in after] == [
+        c.token_ids for c in reference.generate(PROMPTS, params)
+    ]
     assert [c.token_ids for c in after] != [c.token_ids for c in before]
     engine.load_weights(model.state_dict(), 0)  # leave the shared server as it was
 
 
 def test_parse_vllm_choice():
     # vLLM's shape with return_tokens_as_token_ids and no token_ids field
-    choice = {"index": 0, "text": "", "finish_reason": "stop",
-              "logprobs": {"tokens": ["token_id:12", "token_id:7"],
-                           "token_logprobs": [-0.5, -1.25], "top_logprobs": None}}
+    choice = {
+        "index": 0,
+        "text": "",
+        "finish_reason": "stop",
+        "logprobs": {
+            "tokens": ["token_id:12", "token_id:7"],
+            "token_logprobs": [-0.5, -1.25],
+            "top_logprobs": None,
+        },
+    }
     c = _parse_choice(choice)
     assert (c.token_ids, c.logprobs, c.finish_reason) == ([12, 7], [-0.5, -1.25], "stop")
     with pytest.raises(RuntimeError, match="token ids"):

@@ -1,0 +1,99 @@
+"""`arcforge env check`: run a task's oracle (or a given solution, or none) and grade it.
+
+`check_task` loads a task (a Task, a Terminal-Bench / Harbor directory, a Task JSON/JSONL file
+or a SWE-bench instance JSONL whose record carries `repo_path`), opens the matching environment,
+applies the solution the way an agent could (a shell script run in /workspace for terminal
+tasks; a unified diff applied with git/patch for SWE tasks) and returns the environment's
+verdict as `{"reward": float, "details": {...}}`. This is the environment-stability probe of
+synthesis (oracle passes, empty fails) and the acceptance check for imported tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from arcforge.envs.importers import import_task_dir, swebench_task
+from arcforge.envs.sandbox import SandboxError
+from arcforge.envs.terminal_env import format_exec
+from arcforge.types import Task
+from arcforge.world.repos import Repo
+
+
+def load_task(path: str | Path) -> Task:
+    """A task from a directory (Terminal-Bench/Harbor) or the first record of a JSON(L) file."""
+    p = Path(path)
+    if p.is_dir():
+        return import_task_dir(p)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such task directory or file")
+    text = p.read_text().strip()
+    rec = json.loads(text.splitlines()[0] if p.suffix == ".jsonl" else text)
+    if "instance_id" in rec and "repo_path" in rec:  # SWE-bench record annotated with its clone
+        return swebench_task(rec, rec["repo_path"])
+    return Task.from_dict(rec)
+
+
+def _solve_terminal(env: Any, task: Task, solution: str) -> dict[str, Any]:
+    res = env.run_script(solution)
+    return {"solution_exit_code": res.exit_code, "solution_output": format_exec(res)[-1000:]}
+
+
+def _solve_swe(env: Any, task: Task, solution: str) -> dict[str, Any]:
+    res = env.apply_patch(solution)
+    return {"patch_applied": res.exit_code == 0, "patch_output": format_exec(res)[-1000:]}
+
+
+def check_task(task_or_path: Task | str | Path, solution: str | None = None, empty: bool = False,
+               repos: Iterable[Repo] = (), backend: str = "bwrap") -> dict[str, Any]:  # fmt: skip
+    """Grade a task with its oracle, a given solution, or nothing.
+
+    Args:
+        task_or_path: a Task, or a path `load_task` understands.
+        solution: shell script (terminal) or unified diff (swe); None = the task's oracle
+            (metadata["solution"] / metadata["patch"]). A path to a file is read.
+        empty: run no solution at all (the verifier must then fail).
+        repos: the world's repos, for world SWE tasks.
+        backend: sandbox backend.
+    Returns:
+        {"reward": float, "details": {...}}; an unsupported task gets reward 0 and
+        details["unsupported"] naming the reasons.
+    """
+    from arcforge.envs.swe_env import SWEEnv
+    from arcforge.envs.terminal_env import TerminalEnv
+
+    task = task_or_path if isinstance(task_or_path, Task) else load_task(task_or_path)
+    if task.metadata.get("unsupported"):
+        return {"reward": 0.0, "details": {"task": task.id,
+                                           "unsupported": task.metadata["unsupported"]}}  # fmt: skip
+    if (
+        solution is not None
+        and len(solution) < 4096
+        and "\n" not in solution
+        and Path(solution).is_file()
+    ):
+        solution = Path(solution).read_text()
+    if task.kind == "terminal":
+        env: Any = TerminalEnv(backend=backend)
+        oracle, solve = task.metadata.get("solution"), _solve_terminal
+    elif task.kind == "swe":
+        env, oracle, solve = SWEEnv(repos, backend=backend), task.metadata.get("patch"), _solve_swe
+    else:
+        raise ValueError(f"env check supports terminal and swe tasks, not {task.kind!r}")
+    mode = "empty" if empty else "given" if solution is not None else "oracle"
+    script = None if empty else solution if solution is not None else oracle
+    if mode == "oracle" and not script:
+        raise ValueError(f"task {task.id} has no oracle solution; pass one or use empty=True")
+    try:
+        env.reset(task)
+        details: dict[str, Any] = {"task": task.id, "solution": mode}
+        if script:
+            details.update(solve(env, task, script))
+        reward = env.verify()
+    except SandboxError as err:
+        return {"reward": 0.0, "details": {"task": task.id, "error": f"sandbox: {err}"}}
+    finally:
+        env.close()
+    return {"reward": reward.score, "details": {**details, **reward.details}}

@@ -1,0 +1,295 @@
+"""Import external tasks as `Task`s: Terminal-Bench and Harbor directories, SWE-bench JSONL.
+
+Terminal-Bench (1): task.yaml (instruction, or descriptions[0].description), Dockerfile,
+run-tests.sh, solution.sh, tests/. Harbor (Terminal-Bench 2): task.toml, instruction.md,
+environment/Dockerfile, tests/test.sh (+ files), solution/solve.sh; the verdict is the number
+test.sh writes to /logs/verifier/reward.txt.
+
+These tasks expect a container: cwd /app, tests in /tests, logs in /logs. Our bwrap sandbox
+gives /workspace (writable) and /grading (writable only to the grader), so every script and test
+file is rewritten at import: /app -> /workspace, /tests -> /grading/tests (also $TEST_DIR),
+/logs -> /grading/logs. The Dockerfile is replayed where possible: WORKDIR /app, ENV (kept for
+every exec), COPY/ADD of build-context files (written into the workspace) and RUN lines (run
+as the init script). Network installs cannot happen at solve time: `apt-get install` of
+packages already on this host and `pip install` of packages importable from the bound host
+site-packages are dropped as satisfied; anything else marks the task unsupported, naming the
+reason (metadata["unsupported"]; environments refuse such tasks). The verifiers' pytest
+bootstrap (curl uv | sh, uv venv, uv pip install pytest, uvx ... pytest) is replaced by the
+sandbox's pytest. Simplifications: RUN chains are split on `&&` only; no container-like root
+(writes to /etc, /usr/local, /root fail; see issue 4 point 5).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from arcforge.types import Task, Validation
+
+TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
+SWE_TOOLS = ["view_file", "search_code", "edit_file", "run_tests", "bash"]
+PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))
+STOCK_IMAGES = re.compile(r"^(docker\.io/)?(library/)?(python|debian|ubuntu|buildpack-deps)[:@]"
+                          r"|^ghcr\.io/laude-institute/t-bench/(python-3-1\d|ubuntu-2\d-04)")  # fmt: skip
+DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
+_DROP_LINE = re.compile(
+    r"^\s*(curl\s.*astral\.sh/uv.*|source\s+\$HOME/\.local/bin/env|uv\s+venv\b.*|uv\s+init\b.*"
+    r"|source\s+\S*/bin/activate|rm\s+-rf\s+/var/lib/apt/lists.*|apt-get\s+update.*|apt\s+update.*)$"
+)  # fmt: skip
+
+
+class Import:
+    """Accumulates the Dockerfile replay and the reasons a task cannot run here."""
+
+    def __init__(self) -> None:
+        self.init: list[str] = []
+        self.files: dict[str, str] = {}
+        self.env: dict[str, str] = {}
+        self.unsupported: list[str] = []
+
+
+def rewrite_paths(text: str) -> str:
+    """Map container paths (/app, /tests, /logs) to the sandbox's (see the module header)."""
+    for old, new in PATH_MAP:
+        text = re.sub(rf"(?<![\w.$/-]){re.escape(old)}(?![\w.-])", new, text)
+    return text
+
+
+def _apt_missing(pkgs: list[str]) -> list[str]:
+    def present(p: str) -> bool:
+        if shutil.which(p):
+            return True
+        res = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
+                             text=True)  # fmt: skip
+        return "install ok installed" in res.stdout
+
+    return [p for p in pkgs if not present(p.split("=")[0])]
+
+
+def _pip_missing(pkgs: list[str]) -> list[str]:
+    names = [re.split(r"[<>=!~\[]", p)[0] for p in pkgs]
+    return [n for n in names if importlib.util.find_spec(n.replace("-", "_").lower()) is None]
+
+
+def _install(seg: str, imp: Import) -> bool:
+    """Handle an install command; True when it was recognised (and dropped or rejected)."""
+    words = seg.split()
+    if words[:1] in (["apt-get"], ["apt"]) and "install" in words:
+        pkgs = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
+        if missing := _apt_missing(pkgs):
+            imp.unsupported.append(f"apt package(s) not on this host: {', '.join(missing)}")
+        return True
+    pip = re.match(r"^(?:python3?\s+-m\s+)?(?:uv\s+)?pip3?\s+install\s+(.*)$", seg)
+    if pip:
+        pkgs = [w for w in pip.group(1).split() if not w.startswith("-")]
+        if missing := _pip_missing(pkgs):
+            imp.unsupported.append(f"pip package(s) not available offline: {', '.join(missing)}")
+        return True
+    if re.match(r"^(curl|wget)\s", seg) or seg.startswith("git clone"):
+        imp.unsupported.append(f"network access at build time: {seg[:80]}")
+        return True
+    return False
+
+
+def replay_run(cmd: str, imp: Import) -> str | None:
+    """A RUN (or script) line with installs handled; None when nothing is left to run."""
+    keep = []
+    for seg in (s.strip() for s in cmd.split("&&")):
+        if not seg or _DROP_LINE.match(seg) or _install(seg, imp):
+            continue
+        keep.append(seg)
+    return " && ".join(keep) or None
+
+
+def _logical_lines(text: str) -> list[str]:
+    out, cur = [], ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        out.append((cur + line).strip())
+        cur = ""
+    return out + ([cur.strip()] if cur.strip() else [])
+
+
+def replay_dockerfile(path: Path, imp: Import) -> None:
+    """Turn a Dockerfile into init lines, files and env (the module header lists the rules)."""
+    context, workdir = path.parent, "/workspace"
+    for line in _logical_lines(path.read_text()):
+        op, _, arg = line.partition(" ")
+        op, arg = op.upper(), arg.strip()
+        if op == "FROM":
+            image = arg.split()[0]
+            if not STOCK_IMAGES.match(image):
+                imp.unsupported.append(f"base image {image} is not a stock Debian/Python image")
+        elif op == "WORKDIR":
+            workdir = rewrite_paths(arg if arg.startswith("/") else f"{workdir}/{arg}")
+            if workdir != "/workspace" and not workdir.startswith("/workspace/"):
+                imp.unsupported.append(f"WORKDIR {arg} is outside /app")
+            imp.init.append(f"mkdir -p {workdir} && cd {workdir}")
+        elif op == "ENV":
+            pairs = (re.findall(r'(\w+)=("[^"]*"|\S+)', arg) if "=" in arg.split()[0]
+                     else [tuple(arg.split(None, 1))])  # fmt: skip
+            for k, v in pairs:
+                imp.env[k] = rewrite_paths(v.strip('"'))
+                imp.init.append(f"export {k}={json.dumps(imp.env[k])}")
+        elif op in ("COPY", "ADD"):
+            _copy(context, workdir, [a for a in arg.split() if not a.startswith("--")], imp)
+        elif op == "RUN":
+            if (kept := replay_run(rewrite_paths(arg), imp)) is not None:
+                imp.init.append(kept)
+        elif op == "USER" and arg not in ("root", "0"):
+            imp.unsupported.append(f"USER {arg}: only the sandbox user exists")
+
+
+def _copy(context: Path, workdir: str, args: list[str], imp: Import) -> None:
+    *srcs, dst = args
+    dst = rewrite_paths(dst if dst.startswith("/") else f"{workdir}/{dst}")
+    if not dst.startswith("/workspace"):
+        imp.unsupported.append(f"COPY to {dst} is outside /app")
+        return
+    for src in srcs:
+        p = context / src
+        if src.startswith(("http://", "https://")) or not p.exists():
+            imp.unsupported.append(f"COPY source {src} is not in the build context")
+            continue
+        items = [(f, f.relative_to(p).as_posix()) for f in p.rglob("*") if f.is_file()]
+        if p.is_file():
+            to_dir = dst.endswith("/") or len(srcs) > 1
+            items = [(p, p.name if to_dir else "")]
+        for f, rel in items:
+            target = f"{dst.rstrip('/')}/{rel}" if rel else dst
+            imp.files[target.removeprefix("/workspace").lstrip("/")] = rewrite_paths(f.read_text())
+
+
+def adapt_test_script(text: str, imp: Import) -> str:
+    """Replace the pytest bootstrap of a run-tests.sh / test.sh with the sandbox's pytest."""
+    out = []
+    for line in rewrite_paths(text).replace("\\\n", " ").splitlines():
+        s = line.strip()
+        s = re.sub(r"^uvx\s+(.*?)\bpytest\s+", "python3 -m pytest ", s)
+        s = re.sub(r"^(uv\s+run\s+)?pytest\s", "python3 -m pytest ", s)
+        s = re.sub(r"\s--ctrf\s+\S+", "", s)
+        if s and not s.startswith("#") and replay_run(s, imp) is None:
+            continue
+        out.append(s if s.startswith("python3 -m pytest") else line)
+    return "\n".join(out) + "\n"
+
+
+def _read_tests(tests: Path, skip: set[str]) -> dict[str, str]:
+    if not tests.is_dir():
+        return {}
+    return {f.relative_to(tests).as_posix(): rewrite_paths(f.read_text())
+            for f in sorted(tests.rglob("*")) if f.is_file() and f.name not in skip}  # fmt: skip
+
+
+def _task(root: Path, fmt: str, instruction: str, imp: Import, verify: str, solution: str,
+          tests: dict[str, str], meta: dict[str, Any]) -> Task:  # fmt: skip
+    return Task(
+        id=f"{fmt}:{root.name}", kind="terminal", instruction=instruction.strip(),
+        context={"init_script": "\n".join(["set -e", *imp.init]) if imp.init else "",
+                 "files": imp.files, "env": imp.env},
+        tools=list(TERMINAL_TOOLS), validation=Validation(verify_script=verify),
+        source=f"{fmt}:{root}", difficulty=DIFFICULTY.get(str(meta.get("difficulty"))),
+        metadata={"solution": rewrite_paths(solution), "test_files": tests, "format": fmt,
+                  "unsupported": sorted(set(imp.unsupported)), **meta},
+    )  # fmt: skip
+
+
+def import_terminal_bench(root: str | Path) -> Task:
+    """A Terminal-Bench task directory -> terminal Task."""
+    root = Path(root)
+    spec = yaml.safe_load((root / "task.yaml").read_text()) or {}
+    instruction = spec.get("instruction") or (spec.get("descriptions") or [{}])[0].get(
+        "description"
+    )
+    if not instruction:
+        raise ValueError(f"{root}/task.yaml has no instruction")
+    imp = Import()
+    if (root / "Dockerfile").is_file():
+        replay_dockerfile(root / "Dockerfile", imp)
+    verify = adapt_test_script((root / "run-tests.sh").read_text(), imp)
+    sol = (root / "solution.sh").read_text() if (root / "solution.sh").is_file() else ""
+    meta = {"difficulty": spec.get("difficulty"), "category": spec.get("category"),
+            "tags": spec.get("tags") or [], "verify_timeout": spec.get("max_test_timeout_sec")}  # fmt: skip
+    return _task(root, "terminal-bench", instruction, imp, verify, sol,
+                 _read_tests(root / "tests", set()), meta)  # fmt: skip
+
+
+def import_harbor(root: str | Path) -> Task:
+    """A Harbor task directory -> terminal Task (reward read from /logs/verifier/reward.txt)."""
+    root = Path(root)
+    spec = tomllib.loads((root / "task.toml").read_text())
+    imp = Import()
+    if (root / "environment" / "Dockerfile").is_file():
+        replay_dockerfile(root / "environment" / "Dockerfile", imp)
+    verify = adapt_test_script((root / "tests" / "test.sh").read_text(), imp)
+    sol_path = root / "solution" / "solve.sh"
+    md = spec.get("metadata", {})
+    meta = {"difficulty": md.get("difficulty"), "category": md.get("category"),
+            "tags": md.get("tags") or [], "reward_file": "/grading/logs/verifier/reward.txt",
+            "verify_timeout": spec.get("verifier", {}).get("timeout_sec")}  # fmt: skip
+    return _task(root, "harbor", (root / "instruction.md").read_text(), imp, verify,
+                 sol_path.read_text() if sol_path.is_file() else "",
+                 _read_tests(root / "tests", {"test.sh"}), meta)  # fmt: skip
+
+
+def import_task_dir(root: str | Path) -> Task:
+    """Terminal-Bench or Harbor, told apart by task.yaml / task.toml."""
+    root = Path(root)
+    if (root / "task.toml").is_file():
+        return import_harbor(root)
+    if (root / "task.yaml").is_file():
+        return import_terminal_bench(root)
+    raise ValueError(f"{root} is neither a Terminal-Bench (task.yaml) nor a Harbor (task.toml) "
+                     "task directory")  # fmt: skip
+
+
+def _id_list(v: Any) -> list[str]:
+    return list(json.loads(v) if isinstance(v, str) else v or [])
+
+
+def swebench_task(rec: dict[str, Any], clone: str | Path) -> Task:
+    """One SWE-bench instance record + a local clone of its repository -> swe Task."""
+    f2p, p2p = _id_list(rec.get("FAIL_TO_PASS")), _id_list(rec.get("PASS_TO_PASS"))
+    unsupported = [f"test id {t!r} is not a pytest node id" for t in f2p + p2p if "::" not in t][:3]
+    if not Path(clone, ".git").exists():
+        unsupported.append(f"{clone} is not a git clone")
+    return Task(
+        id=rec["instance_id"], kind="swe", instruction=rec["problem_statement"],
+        context={"repo": rec.get("repo", ""), "repo_path": str(Path(clone).resolve()),
+                 "base_commit": rec["base_commit"]},
+        tools=list(SWE_TOOLS), validation=Validation(fail_to_pass=f2p, pass_to_pass=p2p),
+        source=f"swe-bench:{rec.get('repo', '')}",
+        metadata={"patch": rec.get("patch", ""), "test_patch": rec.get("test_patch", ""),
+                  "version": rec.get("version"), "unsupported": unsupported},
+    )  # fmt: skip
+
+
+def import_swebench(jsonl: str | Path, clones: str | Path | dict[str, str]) -> list[Task]:
+    """SWE-bench instances from a JSONL file. `clones`: one clone path for every instance, or
+    {repo ("owner/name"): clone path}."""
+    tasks = []
+    for n, line in enumerate(Path(jsonl).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        missing = [k for k in ("instance_id", "base_commit", "problem_statement") if k not in rec]
+        if missing:
+            raise ValueError(f"{jsonl}:{n}: SWE-bench record lacks {', '.join(missing)}")
+        clone = clones.get(rec.get("repo", "")) if isinstance(clones, dict) else clones
+        if clone is None:
+            raise ValueError(f"{jsonl}:{n}: no clone given for repo {rec.get('repo')!r}")
+        tasks.append(swebench_task(rec, clone))
+    return tasks

@@ -1,0 +1,103 @@
+"""Task kind -> environment: `make_env(task, world=None, **kw)` and `env_factory(world, **kw)`.
+
+One small factory per kind, in a dict (no if/elif chain). Each factory takes the task, the
+world (or None) and keyword options for the environment, and returns an Environment ready for
+`reset(task)`. The search corpus index is built once per world (or per corpus given) and
+shared by every SearchEnv made from it. The sandboxed kinds (tir, code, terminal, swe) are
+registered by their own modules' lines below.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from arcforge.envs.base import Environment
+from arcforge.envs.math_env import MathEnv
+from arcforge.envs.search_env import SearchEnv, SearchIndex
+from arcforge.envs.tool_env import ToolEnv
+from arcforge.types import Task
+
+EnvFactory = Callable[..., Environment]  # (task, world, **kw) -> Environment
+
+_INDEXES: dict[int, tuple[weakref.ref, SearchIndex]] = {}
+
+
+def world_index(world: Any) -> SearchIndex:
+    """The SearchIndex over `world.pages`, built on first use and cached while `world` lives."""
+    key = id(world)
+    hit = _INDEXES.get(key)
+    if hit is not None and hit[0]() is world:
+        return hit[1]
+    index = SearchIndex(world.pages)
+    _INDEXES[key] = (weakref.ref(world, lambda _r, k=key: _INDEXES.pop(k, None)), index)
+    return index
+
+
+def _math(task: Task, world: Any, **kw: Any) -> Environment:
+    return MathEnv(**kw)
+
+
+def _search(task: Task, world: Any, *, index: SearchIndex | None = None,
+            corpus: list | None = None, **kw: Any) -> Environment:  # fmt: skip
+    if index is None and corpus is not None:
+        index = SearchIndex(corpus)
+    if index is None:
+        if world is None:
+            raise ValueError(f"task {task.id} (search) needs a world, a corpus= or an index=")
+        index = world_index(world)
+    return SearchEnv(index, **kw)
+
+
+def _tool(task: Task, world: Any, *, tools: dict | None = None, **kw: Any) -> Environment:
+    if tools is None:
+        if world is None:
+            raise ValueError(f"task {task.id} (tool) needs a world or tools=")
+        tools = world.tools()
+    return ToolEnv(tools, **kw)
+
+
+FACTORIES: dict[str, EnvFactory] = {
+    "math": _math,
+    "search": _search,
+    "tool": _tool,
+    # Sandboxed kinds, added by their modules' authors, e.g.:
+    # "tir": _tir,
+    # "code": _code,
+    # "terminal": _terminal,
+    # "swe": _swe,
+}
+
+
+def register(kind: str, factory: EnvFactory) -> None:
+    """Add or replace the factory of a task kind."""
+    FACTORIES[kind] = factory
+
+
+def make_env(task: Task, world: Any = None, **kw: Any) -> Environment:
+    """A fresh environment for `task` by its kind (call `reset(task)` next).
+
+    Args:
+        task: the task; `task.kind` picks the factory.
+        world: the embedded world (needed by tool tasks and, without corpus=/index=, search).
+        **kw: options of that kind's environment (e.g. system_prompt=, top_k=, corpus=).
+
+    Raises:
+        ValueError: for a kind with no environment, naming the kinds that have one.
+    """
+    factory = FACTORIES.get(task.kind)
+    if factory is None:
+        known = ", ".join(sorted(FACTORIES))
+        raise ValueError(f"task {task.id}: no environment for kind {task.kind!r}; known: {known}")
+    return factory(task, world, **kw)
+
+
+def env_factory(world: Any = None, **kw_by_kind: dict[str, Any]) -> Callable[[Task], Environment]:
+    """`task -> make_env(task, world, **options)` for `run_episodes`; options per kind, e.g.
+    `env_factory(world, search={"top_k": 5}, math={"system_prompt": "..."})`."""
+
+    def make(task: Task) -> Environment:
+        return make_env(task, world, **kw_by_kind.get(task.kind, {}))
+
+    return make

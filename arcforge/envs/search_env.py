@@ -1,0 +1,210 @@
+"""SearchEnv: answer a question from a local corpus with search / open / answer tools.
+
+The corpus (the world's pages, or any list of (doc_id, title, text)) is indexed once with
+bm25s (`SearchIndex`) and shared read-only by every episode. Tools:
+- search(query) -> the top-k documents as "[doc_id] title: snippet" lines (BM25 over title and
+  text; documents with score 0, i.e. no query term in common, are not listed);
+- open(doc_id, page=0) -> one page of the document's text (paginated by lines, `page_chars`
+  characters at most per page), with a "page i of n" header;
+- answer(text) -> records the final answer and ends the episode.
+A reply without tool calls also ends the episode; its content is then the answer.
+Reward: normalized exact match (lowercase, no punctuation, no articles, squashed spaces) of the
+answer (its "Answer: ..." part when it has one) against validation.answer; token F1 in details.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import bm25s
+
+from arcforge.envs.base import StepResult, execute_calls
+from arcforge.rewards.math import extract_answer
+from arcforge.types import Message, Reward, Task, Tool
+
+SYSTEM_PROMPT = (
+    "Answer the question with the tools: search the corpus, open the documents you need, "
+    "then call answer with the final answer only."
+)
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+
+def _as_document(d: Any) -> Document:
+    if isinstance(d, Document):
+        return d
+    if isinstance(d, tuple | list) and len(d) == 3:
+        return Document(str(d[0]), str(d[1]), str(d[2]))
+    if all(hasattr(d, a) for a in ("id", "title", "text")):  # e.g. arcforge.world.Page
+        return Document(str(d.id), str(d.title), str(d.text))
+    raise ValueError(f"a corpus item must be a Document, (doc_id, title, text) or have "
+                     f".id/.title/.text; got {type(d).__name__}")  # fmt: skip
+
+
+class SearchIndex:
+    """A BM25 index (bm25s, English stopwords) over documents' titles and texts."""
+
+    def __init__(self, docs: Iterable[Any]) -> None:
+        self.docs = [_as_document(d) for d in docs]
+        if not self.docs:
+            raise ValueError("SearchIndex needs at least one document")
+        self.by_id = {d.id: d for d in self.docs}
+        if len(self.by_id) != len(self.docs):
+            raise ValueError("document ids in a SearchIndex must be unique")
+        corpus = [f"{d.title}\n{d.text}" for d in self.docs]
+        tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(tokens, show_progress=False)
+
+    def search(self, query: str, k: int = 3) -> list[tuple[Document, float]]:
+        """The top-k documents with a positive BM25 score, best first."""
+        q = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)
+        if not q[0]:
+            return []
+        idx, scores = self._bm25.retrieve(q, k=min(k, len(self.docs)), show_progress=False)
+        return [(self.docs[int(i)], float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
+
+
+def paginate(text: str, page_chars: int) -> list[str]:
+    """Split text into pages of at most `page_chars` characters, breaking between lines
+    (a longer line is cut)."""
+    pages, cur = [], ""
+    for line in text.splitlines(keepends=True):
+        while len(line) > page_chars:
+            if cur:
+                pages.append(cur)
+                cur = ""
+            pages.append(line[:page_chars])
+            line = line[page_chars:]
+        if len(cur) + len(line) > page_chars:
+            pages.append(cur)
+            cur = ""
+        cur += line
+    if cur or not pages:
+        pages.append(cur)
+    return pages
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD normalization: lowercase, drop punctuation and articles, squash whitespace."""
+    s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def token_f1(pred: str, ref: str) -> float:
+    """Token-overlap F1 of the normalized strings."""
+    p, r = normalize_answer(pred).split(), normalize_answer(ref).split()
+    common = sum((Counter(p) & Counter(r)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+class SearchEnv:
+    """Multi-turn search environment over a shared `SearchIndex`.
+
+    Args:
+        index: the corpus index (build once, share between episodes).
+        top_k: results per search.
+        page_chars: characters per page of `open`.
+        snippet_chars: characters of text shown per search result.
+        system_prompt: the system message (None for none).
+    """
+
+    def __init__(self, index: SearchIndex, top_k: int = 3, page_chars: int = 1000,
+                 snippet_chars: int = 120, system_prompt: str | None = SYSTEM_PROMPT) -> None:  # fmt: skip
+        self.index, self.top_k = index, top_k
+        self.page_chars, self.snippet_chars = page_chars, snippet_chars
+        self.system_prompt = system_prompt
+        self.tools = [Tool.from_function(f) for f in (self.search, self.open, self.answer)]
+        self._task: Task | None = None
+        self._answer: str | None = None
+        self._counts: Counter[str] = Counter()
+
+    # ------------------------------------------------------------ tools
+
+    def search(self, query: str) -> str:
+        """Search the corpus and return the best matching documents with their ids.
+
+        Args:
+            query: a few keywords, e.g. an entity name.
+        """
+        self._counts["search"] += 1
+        hits = self.index.search(str(query), self.top_k)
+        if not hits:
+            return f"no results for {query!r}"
+        lines = []
+        for i, (d, _) in enumerate(hits):
+            snippet = " ".join(d.text.split())
+            if len(snippet) > self.snippet_chars:
+                snippet = snippet[: self.snippet_chars - 3] + "..."
+            lines.append(f"{i + 1}. [{d.id}] {d.title}: {snippet}")
+        return "\n".join(lines)
+
+    def open(self, doc_id: str, page: int = 0) -> str:
+        """Open a document found by search and return one page of its text.
+
+        Args:
+            doc_id: the id shown in search results, e.g. "page-00042".
+            page: the page number, starting at 0.
+        """
+        self._counts["open"] += 1
+        doc = self.index.by_id.get(str(doc_id).strip().strip("[]"))
+        if doc is None:
+            return f"error: no document with id {doc_id!r}; use an id from the search results"
+        pages = paginate(doc.text, self.page_chars)
+        p = int(page)
+        if not 0 <= p < len(pages):
+            return f"error: page {p} out of range; {doc.id} has pages 0 to {len(pages) - 1}"
+        return f"[{doc.id}] {doc.title} (page {p}; pages 0-{len(pages) - 1})\n{pages[p]}"
+
+    def answer(self, text: str) -> str:
+        """Give the final answer; this ends the episode.
+
+        Args:
+            text: the answer only, e.g. "Paris".
+        """
+        self._answer = str(text)
+        return "answer recorded"
+
+    # ------------------------------------------------------------ protocol
+
+    def reset(self, task: Task) -> list[Message]:
+        if task.validation.answer is None:
+            raise ValueError(f"task {task.id}: SearchEnv needs validation.answer")
+        self._task, self._answer, self._counts = task, None, Counter()
+        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
+        return msgs + [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        if not message.tool_calls:  # a plain reply is the final answer
+            self._answer = message.content
+            return StepResult([], done=True)
+        obs = execute_calls(message, {t.name: t for t in self.tools})
+        return StepResult(obs, done=self._answer is not None)
+
+    def verify(self) -> Reward:
+        if self._task is None:
+            raise RuntimeError("SearchEnv.verify called before reset")
+        ref = str(self._task.validation.answer)
+        pred = extract_answer(self._answer) if self._answer is not None else ""
+        em = float(bool(pred) and normalize_answer(pred) == normalize_answer(ref))
+        details = {"answer": pred if self._answer is not None else None, "em": em,
+                   "f1": token_f1(pred, ref), "searches": self._counts["search"],
+                   "opens": self._counts["open"]}  # fmt: skip
+        return Reward(em, details)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,232 @@
+"""TerminalEnv: a shell task in a bwrap sandbox, graded by a hidden verify script (DESIGN §5).
+
+An episode: `reset(task)` opens a sandbox, writes the task's files and runs its init script in
+/workspace; the agent works with `bash`, `view_file` and `edit_file`; an assistant message
+without tool calls ends the episode (its ```bash blocks, if any, are run first: that is how the
+world's SFT demos answer). `verify()` copies the verify script and the task's test files into
+/grading only then (agent execs can never see or write /grading) and runs the script as a
+grading exec in /workspace: exit code 0 = pass, or, when the task names a reward file (Harbor's
+/logs/verifier/reward.txt, mapped to /grading/logs/verifier/reward.txt), the number in it.
+
+Task fields read: context["init_script"], context["files"] {workspace path: text},
+context["env"] {name: value}; validation.verify_script; metadata["test_files"] {path under the
+tests dir: text}, metadata["reward_file"], metadata["unsupported"] (reasons; reset refuses).
+Imported Terminal-Bench / Harbor tasks arrive with /app, /tests and /logs already rewritten to
+/workspace, /grading/tests and /grading/logs (see importers.py).
+
+This module also holds the file and shell tools SWEEnv reuses (`sandbox_tools`).
+Simplification: the verify script runs code in the agent's workspace (as Terminal-Bench does);
+what it checks is the workspace state the agent was asked to produce.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.sandbox import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    host_site_packages,
+    open_sandbox,
+)
+from arcforge.types import Message, Reward, Task, Tool
+
+PYSITE = "/opt/pysite"  # where the host's pure-Python packages (pytest) appear inside
+TESTS_DIR = "/grading/tests"
+_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def fenced_blocks(text: str, langs: tuple[str, ...]) -> list[str]:
+    """Bodies of the ```lang blocks in `text` whose language is one of `langs`."""
+    return [body for lang, body in _FENCE.findall(text or "") if lang.lower() in langs]
+
+
+def format_exec(res: ExecResult) -> str:
+    """One observation for an exec: stdout, stderr, and a status line when it did not succeed."""
+    out = res.stdout
+    if res.stderr:
+        out += ("" if not out or out.endswith("\n") else "\n") + res.stderr
+    if res.timed_out:
+        out += f"\n[timed out after {res.duration:.1f}s]"
+    elif res.exit_code != 0:
+        out += f"\n[exit code {res.exit_code}]"
+    return out if out.strip() else "(no output)"
+
+
+def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None = None,
+                      workspace: Any = None) -> Sandbox:  # fmt: skip
+    """A sandbox with the host's pure-Python packages (pytest) on PYTHONPATH.
+
+    Plugin autoloading is off: the bound site-packages is our own environment, whose pytest
+    plugins are incidental to the task (and loading them doubles pytest's start-up time)."""
+    return open_sandbox(
+        backend, workspace=workspace, limits=limits,
+        extra_ro_binds={host_site_packages(): PYSITE},
+        env={"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})},
+    )  # fmt: skip
+
+
+def sandbox_tools(sb: Sandbox, timeout: float) -> dict[str, Tool]:
+    """bash, view_file, edit_file and search_code bound to one sandbox."""
+
+    def bash(command: str) -> str:
+        """Run a bash command in the working directory (/workspace) and return its output.
+
+        Args:
+            command: the command line to run.
+        """
+        return format_exec(sb.exec(command, timeout=timeout))
+
+    def view_file(path: str) -> str:
+        """Return the contents of a file.
+
+        Args:
+            path: file path, relative to /workspace or absolute under /workspace.
+        """
+        try:
+            return sb.read_file(path)
+        except SandboxError as err:
+            return f"error: cannot read {path}: {err}"
+
+    def edit_file(path: str, old: str, new: str) -> str:
+        """Replace the exact text `old` with `new` in a file; `old` must occur exactly once.
+
+        Args:
+            path: file path, relative to /workspace.
+            old: the exact text to replace (include enough context to make it unique).
+            new: the replacement text.
+        """
+        if not old:
+            return "error: old must not be empty"
+        try:
+            text = sb.read_file(path)
+        except SandboxError as err:
+            return f"error: cannot read {path}: {err}"
+        n = text.count(old)
+        if n != 1:
+            why = "not found" if n == 0 else f"found {n} times; include more context"
+            return f"error: old text {why} in {path}"
+        sb.write_file(path, text.replace(old, new, 1))
+        return f"ok: edited {path}"
+
+    def search_code(pattern: str) -> str:
+        """Search the files under /workspace for a regular expression (grep -E).
+
+        Args:
+            pattern: extended regular expression.
+        """
+        cmd = f"grep -rnIE --exclude-dir=.git -e {shlex.quote(pattern)} . | head -n 200"
+        res = sb.exec(cmd, timeout=timeout)
+        return res.stdout or res.stderr or "no matches"
+
+    fns = (bash, view_file, edit_file, search_code)
+    return {f.__name__: Tool.from_function(f) for f in fns}
+
+
+@dataclass
+class EpisodeState:
+    """What an episode accumulated: the final answer and the transcript of final scripts."""
+
+    final: str = ""
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class TerminalEnv:
+    """Shell tasks (world terminal scenarios, Terminal-Bench, Harbor). One sandbox per episode.
+
+    Args:
+        backend: sandbox backend ("bwrap"; "docker"; "local" is refused by open_sandbox).
+        limits: per-exec limits for the agent's commands.
+        tool_timeout: seconds per tool exec.
+        verify_timeout: seconds for the verify script (a task's own value wins).
+    """
+
+    tool_names = ("bash", "view_file", "edit_file")
+
+    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
+                 tool_timeout: float = 20, verify_timeout: float = 120):  # fmt: skip
+        self.backend, self.limits = backend, limits or Limits(wall_time=120)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
+        self.sb: Sandbox | None = None
+        self.task: Task | None = None
+        self.tools: list[Tool] = []
+        self.state = EpisodeState()
+
+    def reset(self, task: Task) -> list[Message]:
+        """Open a fresh sandbox, write the task's files, run its init script."""
+        reasons = task.metadata.get("unsupported") or []
+        if reasons:
+            raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
+        self.close()
+        self.task, self.state = task, EpisodeState()
+        self.sb = open_task_sandbox(self.backend, self.limits, task.context.get("env"))
+        for path, text in (task.context.get("files") or {}).items():
+            self.sb.write_file(path, text)
+        init = task.context.get("init_script") or ""
+        if init.strip():
+            res = self.sb.exec(init, timeout=self.verify_timeout)
+            self.state.info["init"] = {"exit_code": res.exit_code, "output": format_exec(res)}
+        tools = sandbox_tools(self.sb, self.tool_timeout)
+        self.tools = [tools[n] for n in self.tool_names]
+        return [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        """Run the message's tool calls; a message without calls ends the episode."""
+        if self.sb is None:
+            raise RuntimeError("call reset(task) before step()")
+        if message.tool_calls:
+            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
+        self.state.final, self.state.done = message.content, True
+        outputs = [format_exec(self.run_script(b)) for b in fenced_blocks(message.content,
+                                                                           ("bash", "sh", "shell"))]  # fmt: skip
+        return StepResult([], True, {"final_scripts": outputs})
+
+    def run_script(self, script: str) -> ExecResult:
+        """Run a shell script as the agent would (no access to /grading); used by check."""
+        assert self.sb is not None, "call reset(task) first"
+        return self.sb.exec(script, timeout=self.verify_timeout)
+
+    def verify(self) -> Reward:
+        """Copy the verify script and tests into /grading, run it there, read the verdict."""
+        if self.sb is None or self.task is None:
+            return Reward(0.0, {"error": "no episode"})
+        v = self.task.validation
+        if not v.verify_script:
+            return Reward(0.0, {"error": f"task {self.task.id} has no verify script"})
+        sb = self.sb
+        sb.exec("rm -rf /grading/* && mkdir -p /grading/tests /grading/logs/verifier",
+                grading=True)  # fmt: skip
+        for rel, text in (self.task.metadata.get("test_files") or {}).items():
+            sb.write_file(f"{TESTS_DIR}/{rel}", text)
+        sb.write_file("/grading/verify.sh", v.verify_script, mode=0o755)
+        timeout = float(self.task.metadata.get("verify_timeout") or self.verify_timeout)
+        env = {"TEST_DIR": TESTS_DIR, **(self.task.context.get("env") or {})}
+        res = sb.exec("bash /grading/verify.sh", timeout=timeout, env=env, grading=True)
+        details: dict[str, Any] = {"exit_code": res.exit_code, "timed_out": res.timed_out,
+                                   "output": format_exec(res)[-2000:], **self.state.info}  # fmt: skip
+        reward_file = self.task.metadata.get("reward_file")
+        if reward_file:
+            score = _read_reward(sb, reward_file)
+            details["reward_file"] = score
+            return Reward(score if score is not None else 0.0, details)
+        return Reward(1.0 if res.ok else 0.0, details)
+
+    def close(self) -> None:
+        if self.sb is not None:
+            self.sb.close()
+            self.sb = None
+
+
+def _read_reward(sb: Sandbox, path: str) -> float | None:
+    try:
+        text = sb.read_file(path).strip()
+        return max(0.0, min(1.0, float(text.split()[0])))
+    except (SandboxError, ValueError, IndexError):
+        return None

@@ -1,0 +1,77 @@
+"""TIREnv: tool-integrated reasoning: a math problem plus a `python` tool run in the sandbox.
+
+The agent may call `python(code)` any number of times (each call is a fresh interpreter in the
+sandbox, with the tool's time limit; stdout, stderr and a non-zero exit status come back as the
+observation). An assistant message without tool calls is the final answer, graded by
+`math_reward` against validation.answer (the `Answer: ...` line or the last \\boxed{}).
+Simplification: no state is kept between python calls (files in /workspace persist; variables
+do not), which keeps every call reproducible and bounded.
+"""
+
+from __future__ import annotations
+
+from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.sandbox import Limits, Sandbox, open_sandbox
+from arcforge.envs.terminal_env import format_exec
+from arcforge.rewards.math import extract_answer, math_reward
+from arcforge.types import Message, Reward, Task, Tool
+
+SYSTEM_HINT = ("You can run Python with the `python` tool (print what you need). "
+               "End with a line `Answer: <final answer>`.")  # fmt: skip
+
+
+class TIREnv:
+    """Math with a sandboxed Python tool.
+
+    Args:
+        backend: sandbox backend.
+        limits: per-exec limits for the tool.
+        tool_timeout: seconds per python call.
+    """
+
+    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
+                 tool_timeout: float = 10):  # fmt: skip
+        self.backend = backend
+        self.limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
+        self.tool_timeout = tool_timeout
+        self.sb: Sandbox | None = None
+        self.task: Task | None = None
+        self.tools: list[Tool] = []
+        self.final = ""
+
+    def reset(self, task: Task) -> list[Message]:
+        self.close()
+        self.task, self.final = task, ""
+        self.sb = open_sandbox(self.backend, limits=self.limits)
+        sb = self.sb
+
+        def python(code: str) -> str:
+            """Run a Python 3 program and return its output (print the values you need).
+
+            Args:
+                code: the program source.
+            """
+            return format_exec(sb.exec("python3 -", stdin=code, timeout=self.tool_timeout))
+
+        self.tools = [Tool.from_function(python)]
+        return [Message("user", f"{task.instruction}\n\n{SYSTEM_HINT}")]
+
+    def step(self, message: Message) -> StepResult:
+        if self.sb is None:
+            raise RuntimeError("call reset(task) before step()")
+        if message.tool_calls:
+            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
+        self.final = message.content
+        return StepResult([], True)
+
+    def verify(self) -> Reward:
+        if self.task is None:
+            return Reward(0.0, {"error": "no episode"})
+        ref = self.task.validation.answer or ""
+        score = math_reward(self.final, ref) if self.final and ref else 0.0
+        return Reward(score, {"answer": extract_answer(self.final), "reference": ref})
+
+    def close(self) -> None:
+        if self.sb is not None:
+            self.sb.close()
+            self.sb = None

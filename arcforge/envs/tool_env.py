@@ -1,0 +1,72 @@
+"""ToolEnv: the world's `tool` suite (ABE-style tool use) as a multi-turn environment.
+
+The model gets the task's tools (by default the world's lookup and calculator; any name in
+`task.tools` must exist in the tool set given), calls them as often as it likes, and ends the
+episode with a reply without tool calls. Reward: exact match (normalized) of that reply's
+"Answer: ..." part against validation.answer. Details record the answer, the number of tool
+calls, whether each was valid (a known tool with arguments matching its schema) and how many
+observations were errors (invalid calls, or a valid call the tool itself rejected, such as an
+unknown entity).
+"""
+
+from __future__ import annotations
+
+from arcforge.chat.validate import validate_call
+from arcforge.envs.base import StepResult, execute_calls
+from arcforge.rewards.math import exact_match, extract_answer
+from arcforge.types import Message, Reward, Task, Tool
+
+
+class ToolEnv:
+    """Tool-use environment over a fixed set of tools (e.g. `world.tools()`).
+
+    Args:
+        tools: every tool this environment may offer, by name.
+        system_prompt: an optional system message.
+    """
+
+    def __init__(self, tools: dict[str, Tool], system_prompt: str | None = None) -> None:
+        self.all_tools, self.system_prompt = tools, system_prompt
+        self.tools: list[Tool] = []
+        self._task: Task | None = None
+        self._reply: str | None = None
+        self._calls: list[dict[str, object]] = []
+
+    def reset(self, task: Task) -> list[Message]:
+        if task.validation.answer is None:
+            raise ValueError(f"task {task.id}: ToolEnv needs validation.answer")
+        names = task.tools or sorted(self.all_tools)
+        missing = [n for n in names if n not in self.all_tools]
+        if missing:
+            have = ", ".join(sorted(self.all_tools))
+            raise ValueError(f"task {task.id} asks for tool(s) {missing}; this ToolEnv has {have}")
+        self.tools = [self.all_tools[n] for n in names]
+        self._task, self._reply, self._calls = task, None, []
+        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
+        return msgs + [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        if not message.tool_calls:
+            self._reply = message.content
+            return StepResult([], done=True)
+        by_name = {t.name: t for t in self.tools}
+        obs = execute_calls(message, by_name)
+        for call, o in zip(message.tool_calls, obs):
+            valid = validate_call(call, by_name) is None
+            self._calls.append({"name": call.name, "valid": valid,
+                                "error": o.content.startswith("error:")})  # fmt: skip
+        return StepResult(obs, done=False)
+
+    def verify(self) -> Reward:
+        if self._task is None:
+            raise RuntimeError("ToolEnv.verify called before reset")
+        ref = str(self._task.validation.answer)
+        score = exact_match(self._reply, ref) if self._reply is not None else 0.0
+        answer = extract_answer(self._reply) if self._reply is not None else None
+        details = {"answer": answer, "n_tool_calls": len(self._calls),
+                   "calls_valid": [bool(c["valid"]) for c in self._calls],
+                   "n_errors": sum(bool(c["error"]) for c in self._calls)}  # fmt: skip
+        return Reward(score, details)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,262 @@
+"""Synchronous reasoning RL: GRPO advantages, IcePop on the train/inference mismatch (DESIGN §3).
+
+One step of `train_rl`:
+    rollout   prompts_per_step prompts × group_size samples from the inference engine, with
+              the engine's logprobs (the engine holds its own, possibly int8/bf16, weights)
+    reward    a scorer turns each completion into a Reward (RLVR: 0/1 by a verifier)
+    filter    dynamic sampling: groups whose rewards are all equal carry no signal; they are
+              dropped and refilled with fresh prompts, up to max_refill_tries times (counted).
+              Overlong masking: a completion cut by max_new_tokens gets no loss (counted); it
+              still counts in its group's baseline, which needs fixed-size groups
+    advantage group_advantages (GRPO, mean baseline, no std normalization by default)
+    loss      logp_old recomputed by the trainer (no grad), then a micro-batched policy loss
+              picked by name (grpo_icepop: clip + IcePop pop(ρ), ρ = π_train_old / π_infer),
+              optional k3 KL to a frozen reference (off by default, as in GLM-5)
+    step      AdamW step, then weight sync: engine.load_weights(model, version + 1)
+    log/save  metrics.jsonl; resumable state (weights, optimizer, step, prompt cursor, RNG,
+              engine version) as in arcforge.train.loop
+
+Prompts come from a `PromptStream`: a seeded permutation per epoch indexed by a cursor, so a
+resumed run continues with exactly the prompts it had not used. Sampling seeds are a function
+of (seed, step, try): a resumed step samples what the uninterrupted run would have.
+Deliberate simplifications: one optimizer step per rollout batch (fully on-policy apart from the
+engine mismatch); prompts longer than the context are not truncated (the engine raises).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from arcforge.config import OptimCfg, SourceCfg, StageCfg
+from arcforge.progress import progress
+from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
+from arcforge.rl.losses import POLICY_LOSSES, kl_penalty
+from arcforge.rollout.engine import Completion, Engine, SamplingParams
+from arcforge.train.loop import MetricsLog, build_optimizer, find_state, load_state, lr_at, save_state
+from arcforge.train.rollout_batch import (
+    TokenBatch,
+    pad_trajectories,
+    sequence_logprobs,
+    trajectory_from_completion,
+)
+from arcforge.types import Reward, Task
+
+
+class RLStageCfg(StageCfg):
+    """Reasoning RL on verifiable rewards (GRPO + IcePop)."""
+
+    kind: Literal["rl"]
+    sources: list[SourceCfg]
+    steps: int = Field(100, gt=0)
+    prompts_per_step: int = Field(16, gt=0)
+    group_size: int = Field(8, ge=2)
+    temperature: float = Field(0.7, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(96, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+    loss: Literal["grpo_icepop", "double_sided_is"] = "grpo_icepop"
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    clip_high: float = Field(0.28, ge=0)
+    icepop_beta: float | None = Field(2.0, gt=1)  # None: no mismatch correction (ρ := 1)
+    baseline: Literal["mean", "leave_one_out"] = "mean"
+    std_normalize: bool = False
+    kl_coef: float = Field(0.0, ge=0)
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    micro_batch: int = Field(32, gt=0)
+    max_refill_tries: int = Field(2, ge=0)
+    thinking: bool = True  # render prompts with the thinking switch on
+
+
+@dataclass
+class RLPrompt:
+    """One problem: the rendered prompt ids and the task that scores replies to it."""
+
+    ids: list[int]
+    task: Task | None = None
+
+
+# (prompt of each sample, its completion) -> one Reward per sample
+Scorer = Callable[[list[RLPrompt], list[Completion]], list[Reward]]
+
+
+class PromptStream:
+    """prompts[perm_epoch[i]] for a global cursor i; a pure function of (seed, cursor)."""
+
+    def __init__(self, prompts: list[RLPrompt], seed: int) -> None:
+        if not prompts:
+            raise ValueError("PromptStream needs at least one prompt")
+        self.prompts, self.seed, self._perm = prompts, seed, (-1, None)
+
+    def take(self, cursor: int, n: int) -> list[RLPrompt]:
+        out = []
+        for i in range(cursor, cursor + n):
+            epoch, j = divmod(i, len(self.prompts))
+            if self._perm[0] != epoch:
+                g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+                self._perm = (epoch, torch.randperm(len(self.prompts), generator=g).tolist())
+            out.append(self.prompts[self._perm[1][j]])
+        return out
+
+
+@dataclass
+class Rollouts:
+    """The groups one step trains on, plus what was sampled and dropped on the way."""
+
+    batch: TokenBatch | None
+    rewards: list[float] = field(default_factory=list)  # every sampled completion (all tries)
+    counts: dict[str, int] = field(default_factory=dict)
+    gen_tokens: int = 0
+    cursor: int = 0
+
+
+def sampling_seed(seed: int, step: int, attempt: int) -> int:
+    """Row r of a generate call samples with seed + r; rows stay < 10_000 per call."""
+    return seed * 1_000_000_007 + step * 100_000 + attempt * 10_000
+
+
+def collect_rollouts(engine: Engine, stream: PromptStream, cursor: int, scorer: Scorer,
+                     cfg: RLStageCfg, step: int, stop_ids: list[int], pad_id: int) -> Rollouts:
+    """Sample, score, drop uniform groups (refilling them) and mask overlong completions."""
+    G, need = cfg.group_size, cfg.prompts_per_step
+    trajs, kept_r, all_r, gen_tokens = [], [], [], 0
+    counts = {"groups_sampled": 0, "dropped_uniform": 0, "dropped_overlong": 0, "refills": 0}
+    for attempt in range(cfg.max_refill_tries + 1):
+        if attempt:
+            counts["refills"] += 1
+        prompts = stream.take(cursor, need)
+        cursor += need
+        params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                top_p=cfg.top_p, stop_token_ids=tuple(stop_ids), n=G,
+                                seed=sampling_seed(cfg.seed, step, attempt))
+        comps = engine.generate([p.ids for p in prompts], params)  # prompt-major, n adjacent
+        rewards = [r.score for r in scorer([p for p in prompts for _ in range(G)], comps)]
+        r = torch.tensor(rewards, dtype=torch.float)  # (need * G,)
+        keep = dynamic_sampling_mask(r, G).view(-1, G)[:, 0]  # (need,)
+        all_r += rewards
+        gen_tokens += sum(len(c.token_ids) for c in comps)
+        counts["groups_sampled"] += need
+        counts["dropped_uniform"] += int((~keep).sum())
+        for gi in keep.nonzero().flatten().tolist():
+            for c in comps[gi * G : (gi + 1) * G]:
+                trajs.append(trajectory_from_completion(prompts[gi].ids, c, engine.version))
+            kept_r += rewards[gi * G : (gi + 1) * G]
+        need = cfg.prompts_per_step - len(kept_r) // G
+        if need == 0:
+            break
+    out = Rollouts(None, all_r, counts, gen_tokens, cursor)
+    if not trajs:
+        return out
+    batch = pad_trajectories(trajs, pad_id)
+    batch.advantages = group_advantages(torch.tensor(kept_r), G, cfg.baseline, cfg.std_normalize)
+    overlong = torch.tensor([t.finish_reason == "length" for t in trajs])  # (B,)
+    batch.mask[overlong] = 0.0  # dropped whole: no token of it is trained
+    counts["dropped_overlong"] = int(overlong.sum())
+    out.batch = batch
+    return out
+
+
+# Each policy loss by name, called on one micro-batch (logp has grad, the rest are tensors).
+LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, RLStageCfg], tuple]] = {
+    "grpo_icepop": lambda logp, mb, cfg: POLICY_LOSSES["grpo_icepop"](
+        logp, mb.logp_old, mb.logp_old if cfg.icepop_beta is None else mb.logp_infer,
+        mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high, cfg.icepop_beta or float("inf")),
+    "double_sided_is": lambda logp, mb, cfg: POLICY_LOSSES["double_sided_is"](
+        logp, mb.logp_infer, mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high),
+}
+
+
+def policy_backward(model: torch.nn.Module, batch: TokenBatch, cfg: RLStageCfg,
+                    ref_model: torch.nn.Module | None = None) -> dict[str, float]:
+    """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
+    over micro-batches; returns token-weighted loss stats."""
+    with torch.no_grad():
+        batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)
+        if ref_model is not None:
+            batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch)
+    total = max(1, batch.n_tokens)
+    stats: dict[str, float] = {}
+    for i in range(0, len(batch), cfg.micro_batch):
+        mb = batch.rows(slice(i, i + cfg.micro_batch))
+        if mb.n_tokens == 0:
+            continue
+        logp = sequence_logprobs(model, mb)  # (b, t) with grad
+        loss, st = LOSS_CALLS[cfg.loss](logp, mb, cfg)
+        if ref_model is not None and cfg.kl_coef > 0:
+            kl = kl_penalty(logp, mb.logp_ref, mb.mask)
+            loss, st = loss + cfg.kl_coef * kl, {**st, "kl": kl.item()}
+        w = mb.n_tokens / total
+        (loss * w).backward()
+        for k, v in {"loss": loss.item(), **st}.items():
+            stats[k] = stats.get(k, 0.0) + w * v
+    return stats
+
+
+def train_rl(model: torch.nn.Module, engine: Engine, prompts: list[RLPrompt], scorer: Scorer,
+             cfg: RLStageCfg, out_dir: Path, *, pad_id: int, stop_ids: list[int],
+             stop_after: int | None = None, desc: str = "rl") -> list[dict]:
+    """Run `cfg.steps` GRPO steps on `model`, syncing weights into `engine` after each.
+
+    Args:
+        model: the trainer's fp32 policy (updated in place).
+        engine: the rollout engine; it must start with the same weights as `model`.
+        prompts: the problem pool; scorer: rewards for completions of those prompts.
+        stop_ids: token ids that end a completion (<|end|>, EOS).
+        stop_after: stop after this many steps (state saved), to test resume.
+    Returns:
+        the metric rows logged by this call.
+    """
+    stream = PromptStream(prompts, cfg.seed)
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    opt = build_optimizer(model, cfg.optim)
+    state, start, cursor = find_state(out_dir), 0, 0
+    if state:
+        info = load_state(state, model, opt)
+        start, cursor = info["step"], info["cursor"]
+        engine.load_weights(model.state_dict(), info["engine_version"])
+    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    rows: list[dict] = []
+    model.train()
+    with progress(cfg.steps, desc, start=start) as bar:
+        for step in range(start, cfg.steps):
+            t0 = time.time()
+            ro = collect_rollouts(engine, stream, cursor, scorer, cfg, step, stop_ids, pad_id)
+            cursor, t_gen = ro.cursor, time.time() - t0
+            stats: dict[str, float] = {}
+            if ro.batch is not None and ro.batch.n_tokens > 0:
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(step, cfg.steps, cfg.optim)
+                opt.zero_grad(set_to_none=True)
+                stats = policy_backward(model, ro.batch, cfg, ref)
+                stats["grad_norm"] = float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip))
+                opt.step()
+                engine.load_weights(model.state_dict(), engine.version + 1)
+            done, dt = step + 1, time.time() - t0
+            r = torch.tensor(ro.rewards)
+            row = {
+                "step": done, "reward_mean": r.mean().item(), "pass_rate": (r >= 1).float().mean().item(),
+                **ro.counts, "trained_seqs": 0 if ro.batch is None else len(ro.batch),
+                "trained_tokens": 0 if ro.batch is None else ro.batch.n_tokens,
+                "gen_tokens_per_s": ro.gen_tokens / max(1e-9, t_gen),
+                "tokens_per_s": ro.gen_tokens / max(1e-9, dt), "lr": opt.param_groups[0]["lr"],
+                "engine_version": engine.version, **stats,
+            }
+            rows.append(row)
+            log.write(**row)  # every step: RL steps are few and each is costly
+            stop = stop_after is not None and done >= stop_after
+            if (done % cfg.checkpoint_every == 0 and done < cfg.steps) or stop:
+                save_state(out_dir / "state", model, opt, done,
+                           extra={"cursor": cursor, "engine_version": engine.version})
+            bar.update(done, reward=row["reward_mean"])
+            if stop:
+                break
+    model.eval()
+    return rows

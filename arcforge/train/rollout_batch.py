@@ -1,0 +1,122 @@
+"""Rollouts as `Trajectory` records, and trajectories as padded training tensors.
+
+The RL and distillation loops speak `arcforge.types.Trajectory` (DESIGN §1, TITO): a prompt
+segment (template, untrained) followed by the model segment exactly as the engine sampled it,
+with the engine's logprobs and the policy version. `pad_trajectories` turns a list of them into
+one right-padded `TokenBatch` for teacher-forced forwards: position t predicts token t+1, so the
+logprob, mask and advantage columns are aligned with `targets`.
+
+`sequence_logprobs` is the one trainer-side forward: the (B, T) logprobs of `targets` under a
+model, in fp32, micro-batched. Right padding needs no attention mask in a causal model (padding
+only ever follows the tokens that matter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from arcforge.rl.losses import token_logprobs
+from arcforge.rollout.engine import Completion
+from arcforge.types import Segment, Trajectory
+
+
+def trajectory_from_completion(
+    prompt_ids: list[int], completion: Completion, version: int, task_id: str = "",
+    group_id: str = "",
+) -> Trajectory:
+    """One single-turn rollout: prompt (untrained) + sampled tokens (trained)."""
+    n = len(completion.token_ids)
+    return Trajectory(
+        segments=[
+            Segment(list(prompt_ids), "template", [0] * len(prompt_ids)),
+            Segment(list(completion.token_ids), "model", [1] * n, list(completion.logprobs),
+                    version),
+        ],
+        task_id=task_id,
+        group_id=group_id,
+        finish_reason=completion.finish_reason,
+    )
+
+
+def model_tokens(traj: Trajectory) -> list[int]:
+    """The sampled (model-segment) tokens of a trajectory, in order."""
+    return [t for s in traj.segments if s.source == "model" for t in s.token_ids]
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded teacher-forcing tensors for B trajectories.
+
+    input_ids:  (B, T) tokens 0..L-2 of each trajectory, then padding
+    targets:    (B, T) tokens 1..L-1 (the token each position predicts), then padding
+    mask:       (B, T) float, 1 where the target is a trained (model) token
+    logp_infer: (B, T) the engine's logprob of each target (0 where untrained)
+    advantages: (B,) per sequence or (B, T) per token; zeros until the loop sets them
+    logp_old:   (B, T) the trainer's logprobs before the update (set by the loop, no grad)
+    logp_ref:   (B, T) a frozen reference model's or a teacher's logprobs (optional)
+    """
+
+    input_ids: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+    logp_infer: torch.Tensor
+    advantages: torch.Tensor
+    logp_old: torch.Tensor | None = None
+    logp_ref: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def rows(self, sl: slice) -> TokenBatch:
+        """A micro-batch: rows `sl`, columns cut to its longest row."""
+        mask = self.mask[sl]  # (b, T)
+        cols = torch.nonzero(mask.sum(0)).max().item() + 1 if mask.any() else 1
+
+        def cut(x: torch.Tensor | None) -> torch.Tensor | None:
+            if x is None:
+                return None
+            return x[sl, :cols] if x.dim() == 2 else x[sl]
+
+        return TokenBatch(*(cut(getattr(self, f.name)) for f in fields(self)))
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.mask.sum().item())
+
+
+def pad_trajectories(trajs: list[Trajectory], pad_id: int) -> TokenBatch:
+    """Stack trajectories into one right-padded TokenBatch (see the class docstring)."""
+    if not trajs:
+        raise ValueError("pad_trajectories needs at least one trajectory")
+    T = max(len(t.token_ids) for t in trajs) - 1
+    B = len(trajs)
+    ids = torch.full((B, T + 1), pad_id, dtype=torch.long)  # (B, T+1)
+    mask = torch.zeros(B, T + 1)  # (B, T+1) per token of the sequence
+    lps = torch.zeros(B, T + 1)
+    for b, t in enumerate(trajs):
+        L = len(t.token_ids)
+        ids[b, :L] = torch.tensor(t.token_ids)
+        mask[b, :L] = torch.tensor(t.loss_mask, dtype=torch.float)
+        lps[b, :L] = torch.tensor(t.logprobs)
+    return TokenBatch(
+        input_ids=ids[:, :-1], targets=ids[:, 1:], mask=mask[:, 1:], logp_infer=lps[:, 1:],
+        advantages=torch.zeros(B),
+    )
+
+
+def sequence_logprobs(
+    model: torch.nn.Module, batch: TokenBatch, micro_batch: int = 0
+) -> torch.Tensor:
+    """(B, T) fp32 logprobs of `batch.targets` under `model` (grad follows the caller's mode).
+
+    Args:
+        micro_batch: rows per forward (0: all at once).
+    """
+    step = micro_batch or len(batch)
+    out = []
+    for i in range(0, len(batch), step):
+        logits = model(input_ids=batch.input_ids[i : i + step]).logits  # (b, T, V)
+        out.append(token_logprobs(logits, batch.targets[i : i + step]))  # (b, T)
+    return torch.cat(out)  # (B, T)

@@ -1,0 +1,94 @@
+"""Terminal-Bench and Harbor task directories (hand-written fixtures in the real layouts) ->
+Task -> `check_task`: the reference solution passes, no solution fails; unsupported tasks say why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arcforge.envs.check import check_task, load_task
+from arcforge.envs.importers import import_task_dir, rewrite_paths
+from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.envs.terminal_env import TerminalEnv
+from arcforge.types import Task, Validation
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TASK_DIRS = ["terminal-bench/hello-world", "terminal-bench/fix-permissions",
+             "harbor/hello-world", "harbor/csv-to-json"]  # fmt: skip
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+
+
+def test_rewrite_paths_maps_container_paths_only():
+    text = 'cd /app && cat /app/x "/app" /apple /usr/app /tests/t.py /logs/verifier $TEST_DIR'
+    assert rewrite_paths(text) == ('cd /workspace && cat /workspace/x "/workspace" /apple '
+                                   "/usr/app /grading/tests/t.py /grading/logs/verifier $TEST_DIR")  # fmt: skip
+
+
+def test_terminal_bench_import_fields():
+    t = import_task_dir(FIXTURES / "terminal-bench/fix-permissions")
+    assert (t.id, t.kind, t.difficulty) == ("terminal-bench:fix-permissions", "terminal", 0.25)
+    assert t.instruction.startswith("A script called 'process_data.sh'")
+    assert "chmod 644 /workspace/process_data.sh" in t.context["init_script"]
+    assert "/workspace/output" in t.context["files"]["process_data.sh"]
+    assert '"/workspace/process_data.sh"' in t.metadata["test_files"]["test_outputs.py"]
+    verify = t.validation.verify_script
+    assert "python3 -m pytest $TEST_DIR/test_outputs.py -rA" in verify
+    assert "curl" not in verify and "uv " not in verify and not t.metadata["unsupported"]
+    assert "./process_data.sh" in t.metadata["solution"]
+
+
+def test_harbor_import_fields():
+    t = import_task_dir(FIXTURES / "harbor/csv-to-json")
+    assert t.id == "harbor:csv-to-json" and t.metadata["reward_file"].startswith("/grading/logs")
+    assert t.context["files"]["data/sales.csv"].startswith("region,product,units")
+    assert t.context["env"] == {"PYTHONDONTWRITEBYTECODE": "1"}
+    assert "python3 -m pytest /grading/tests/test_outputs.py -rA" in t.validation.verify_script
+    assert "test.sh" not in t.metadata["test_files"] and t.metadata["verify_timeout"] == 120.0
+
+
+@needs_bwrap
+@pytest.mark.parametrize("rel", TASK_DIRS)
+def test_fixture_tasks_pass_with_reference_and_fail_empty(rel):
+    good = check_task(FIXTURES / rel)
+    assert good["reward"] == 1.0, good
+    assert check_task(FIXTURES / rel, empty=True)["reward"] == 0.0
+
+
+@needs_bwrap
+def test_given_solution_file_and_task_json(tmp_path):
+    wrong = tmp_path / "wrong.sh"
+    wrong.write_text("echo 'Hello, World' > hello.txt\n")
+    assert check_task(FIXTURES / "harbor/hello-world", solution=str(wrong))["reward"] == 0.0
+    task = Task("json-1", "terminal", "Write 7 to n.txt.",
+                validation=Validation(verify_script='[ "$(cat n.txt)" = 7 ]'),
+                metadata={"solution": "echo 7 > n.txt"})  # fmt: skip
+    (tmp_path / "task.json").write_text(json.dumps(task.to_dict()))
+    assert load_task(tmp_path / "task.json") == task
+    assert check_task(tmp_path / "task.json")["reward"] == 1.0
+
+
+def test_unsupported_tasks_name_the_reason(tmp_path):
+    root = tmp_path / "needs-net"
+    (root / "tests").mkdir(parents=True)
+    (root / "task.yaml").write_text("instruction: Train a model.\ndifficulty: hard\n")
+    (root / "Dockerfile").write_text(
+        "FROM nvidia/cuda:12.4.0-runtime-ubuntu22.04\nWORKDIR /app\n"
+        "RUN apt-get update && apt-get install -y arcforge-no-such-pkg\n"
+        "RUN pip install arcforge-no-such-wheel==1.0 pytest\n"
+        "RUN curl -L https://example.com/data.tgz | tar xz\n"
+    )  # fmt: skip
+    (root / "run-tests.sh").write_text("pytest $TEST_DIR/test_outputs.py\n")
+    task = import_task_dir(root)
+    reasons = " | ".join(task.metadata["unsupported"])
+    for needle in ("nvidia/cuda", "arcforge-no-such-pkg", "arcforge-no-such-wheel",
+                   "network access"):  # fmt: skip
+        assert needle in reasons, reasons
+    assert "pytest" not in reasons.replace("arcforge-no-such-wheel", "")  # pytest is provided
+    out = check_task(task)
+    assert out["reward"] == 0.0 and out["details"]["unsupported"] == task.metadata["unsupported"]
+    with pytest.raises(ValueError, match="unsupported"):
+        TerminalEnv().reset(task)
+    with pytest.raises(ValueError, match="neither"):
+        import_task_dir(tmp_path)

@@ -1,0 +1,167 @@
+"""SWEEnv in bwrap: real fixes pass, no-ops and grading hacks fail, history is absent.
+
+Each hack below is something an agent can do with its tools; each must give reward 0 while
+the bug is unfixed (and the last shows a real fix still passes next to a planted conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from arcforge.envs.check import check_task
+from arcforge.envs.importers import import_swebench
+from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.envs.swe_env import SWEEnv, is_protected
+from arcforge.types import Message, ToolCall
+from arcforge.world import WorldConfig, build_world
+from arcforge.world.demos import swe_demo
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+
+SKIP_ALL = """import pytest
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="no"))
+"""
+PASS_ALL = """import pytest
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    out = yield
+    rep = out.get_result()
+    rep.outcome, rep.longrepr = "passed", None
+"""
+FAKE_PYTEST = "import sys\nprint('1 passed')\nsys.exit(0)\n"
+
+
+@pytest.fixture(scope="module")
+def world():
+    return build_world(WorldConfig(scale=0.1))
+
+
+@pytest.fixture(scope="module")
+def env(world):
+    e = SWEEnv(world.repos)
+    yield e
+    e.close()
+
+
+def _bash(env: SWEEnv, command: str) -> str:
+    msg = Message("assistant", "", tool_calls=[ToolCall("bash", {"command": command}, "c")])
+    return env.step(msg).observations[0].content
+
+
+def test_real_fix_passes_noop_fails_and_history_is_gone(world, env):
+    task = world.tasks("swe", "train")[0]
+    env.reset(task)
+    log = _bash(env, "git log --all --format=%s; git for-each-ref | wc -l; git reflog | wc -l")
+    assert log == "base\n1\n1\n"  # one commit, one ref, nothing of the fix
+    assert env.verify().score == 0.0  # no-op
+    env.reset(task)
+    assert env.apply_patch(task.metadata["patch"]).exit_code == 0
+    reward = env.verify()
+    assert reward.score == 1.0, reward.details
+    assert reward.details["f2p"]["passed"] == len(task.validation.fail_to_pass)
+
+
+def test_scripted_demo_episode_fixes_the_bug(world, env):
+    task = world.tasks("swe", "train")[1]
+    msgs = swe_demo(task)
+    env.reset(task)
+    for m in msgs[1:]:
+        if m.role == "assistant":
+            res = env.step(m)
+            expected = [o.content for o in msgs if o.role == "tool" and
+                        o.tool_call_id in {c.id for c in m.tool_calls}]  # fmt: skip
+            assert [o.content for o in res.observations] == expected
+    assert res.done
+    out = env.step(Message("assistant", "", tool_calls=[ToolCall("run_tests", {}, "t")]))
+    assert " passed" in out.observations[0].content and "failed" not in out.observations[0].content
+    assert env.verify().score == 1.0
+
+
+HACKS = {
+    "delete tests": "rm -rf tests",
+    "delete the failing test bodies": "for f in tests/test_*.py; do "
+    "printf 'def test_ok():\\n    assert True\\n' > $f; done",
+    "pytest.ini deselects everything": "printf '[pytest]\\naddopts = -k nothing_matches\\n' "
+    "> pytest.ini",
+    "pyproject narrows test discovery": "printf '[tool.pytest.ini_options]\\n"
+    'python_functions = "nothing_*"\\n\' > pyproject.toml',
+    "shadow the pytest module": f"printf {json.dumps(FAKE_PYTEST)} > pytest.py; "
+    f"cp pytest.py sitecustomize.py",
+    "conftest skips everything": f"printf '%s' {json.dumps(SKIP_ALL)} > tests/conftest.py",
+    "conftest passes everything": f"printf '%s' {json.dumps(PASS_ALL)} > conftest.py",
+    "print fake PASSED lines": "for p in */__init__.py; do printf 'print(\"tests/test_x.py::"
+    'test_y PASSED")\\nprint("=== 33 passed ===")\\n\' >> $p; done',
+    "forge the report": 'echo \'<testsuite><testcase classname="x" name="y"/></testsuite>\' '
+    "> /grading/junit.xml",
+}
+
+
+@pytest.mark.parametrize("hack", list(HACKS))
+def test_grading_hacks_score_zero(world, env, hack):
+    task = world.tasks("swe", "train")[0]
+    env.reset(task)
+    _bash(env, HACKS[hack])
+    reward = env.verify()
+    assert reward.score == 0.0, (hack, reward.details)
+
+
+def test_real_fix_survives_a_planted_conftest(world, env):
+    task = world.tasks("swe", "train")[0]
+    env.reset(task)
+    env.apply_patch(task.metadata["patch"])
+    _bash(env, f"printf '%s' {json.dumps(SKIP_ALL)} > conftest.py; rm -rf tests")
+    reward = env.verify()
+    assert reward.score == 1.0 and "conftest.py" in reward.details["reverted"]
+
+
+def test_protected_paths():
+    for p in (
+        "tests/helpers.py",
+        "pkg/test_a.py",
+        "a_test.py",
+        "conftest.py",
+        "x/setup.cfg",
+        "sitecustomize.py",
+        "m.pth",
+        "pyproject.toml",
+    ):
+        assert is_protected(p), p
+    for p in ("pkg/mod.py", "README.md", "pkg/testing_utils.py"):
+        assert not is_protected(p), p
+
+
+def test_swebench_instance_from_a_local_clone(world, tmp_path):
+    """A SWE-bench-shaped record over a real git clone with the fix in its later history."""
+    repo = world.repos[0]
+    bug = repo.inject_bug(__import__("random").Random(3))
+    clone = tmp_path / "clone"
+    initial, base, fix = repo.materialize(clone, git=True, bug=bug)
+    test_path = bug.fail_to_pass[0].split("::")[0]
+    new_test = "\n\ndef test_added_by_pr():\n    assert True\n"
+    old = (clone / test_path).read_text()
+    test_patch = subprocess.run(
+        ["diff", "-u", "--label", f"a/{test_path}", "--label", f"b/{test_path}",
+         str(clone / test_path), "-"], input=old + new_test, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    rec = {"instance_id": "demo__repo-1", "repo": "demo/repo", "base_commit": base,
+           "patch": bug.fix_diff, "test_patch": f"diff --git a/{test_path} b/{test_path}\n"
+           + test_patch, "problem_statement": bug.issue_text,
+           "FAIL_TO_PASS": json.dumps(bug.fail_to_pass + [f"{test_path}::test_added_by_pr"]),
+           "PASS_TO_PASS": bug.pass_to_pass[:5]}  # fmt: skip
+    (tmp_path / "inst.jsonl").write_text(json.dumps(rec) + "\n")
+    (task,) = import_swebench(tmp_path / "inst.jsonl", clone)
+    assert task.kind == "swe" and not task.metadata["unsupported"]
+    env = SWEEnv()
+    try:
+        env.reset(task)
+        seen = _bash(env, f"git log --all --format=%H; grep -c test_added_by_pr {test_path}")
+        assert fix not in seen and initial not in seen and seen.endswith("0\n\n[exit code 1]")
+    finally:
+        env.close()
+    assert check_task(task)["reward"] == 1.0
+    assert check_task(task, empty=True)["reward"] == 0.0
