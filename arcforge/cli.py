@@ -183,7 +183,9 @@ def serve(
 
     if not (checkpoint / "config.json").exists():
         raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
-    _serve(checkpoint, host=host, port=port)
+    if precision not in ("fp32", "bf16", "int8"):
+        raise UserError(f"--precision must be fp32, bf16 or int8, got {precision!r}")
+    _serve(checkpoint, host=host, port=port, precision=precision)
 
 
 def _quiet_transformers() -> None:

@@ -116,6 +116,8 @@ class SFTStageCfg(StageCfg):
 class EvalCfg(Strict):
     suites: list[str] = ["lm_loss", "reasoning", "tool_format", "long_context", "chat"]
     n: int = Field(100, gt=0)  # held-out tasks per suite
+    n_per_suite: dict[str, int] = {}  # overrides of n (e.g. fewer for sandboxed suites)
+    max_turns: int = Field(6, gt=0)  # agent turns in environment suites
     max_new_tokens: int = Field(96, gt=0)
     batch_size: int = Field(64, gt=0)
     seed: int = 1234

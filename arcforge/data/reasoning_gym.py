@@ -31,7 +31,9 @@ def _module():
     try:
         import reasoning_gym
     except ImportError:  # pragma: no cover - it is a declared dependency
-        raise DataError("reasoning_gym sources need the package: pip install reasoning-gym") from None
+        raise DataError(
+            "reasoning_gym sources need the package: pip install reasoning-gym"
+        ) from None
     return reasoning_gym
 
 
@@ -48,19 +50,31 @@ def load_reasoning_gym(spec: str, size: int | None = None, seed: int | None = No
     rg = _module()
     known = sorted(rg.factory.DATASETS)
     if name not in known:
-        raise DataError(f"source {spec!r}: unknown reasoning_gym dataset {name!r} "
-                        f"(e.g. {', '.join(known[:8])}, ...)")
+        raise DataError(
+            f"source {spec!r}: unknown reasoning_gym dataset {name!r} "
+            f"(e.g. {', '.join(known[:8])}, ...)"
+        )
     d_seed, d_size = SPLITS[split]
     ds = rg.create_dataset(name, size=size or d_size, seed=d_seed if seed is None else seed)
     out = []
     for i, entry in enumerate(ds):
         task = Task(
-            id=f"rg-{name}-{split}-{i}", kind="math", instruction=entry["question"] + ANSWER_HINT,
-            validation=Validation(answer=str(entry["answer"])), source=f"{PREFIX}{name}",
-            split=split, metadata={"scorer": "reasoning_gym", "rg_dataset": name, "rg_entry": entry},
+            id=f"rg-{name}-{split}-{i}",
+            kind="math",
+            instruction=entry["question"] + ANSWER_HINT,
+            validation=Validation(answer=str(entry["answer"])),
+            source=f"{PREFIX}{name}",
+            split=split,
+            metadata={"scorer": "reasoning_gym", "rg_dataset": name, "rg_entry": entry},
         )
-        out.append(Record(prompt=task.instruction, answer=task.validation.answer,
-                          origin=f"{PREFIX}{name}:{split}#{i}", task=task))
+        out.append(
+            Record(
+                prompt=task.instruction,
+                answer=task.validation.answer,
+                origin=f"{PREFIX}{name}:{split}#{i}",
+                task=task,
+            )
+        )
     return out
 
 

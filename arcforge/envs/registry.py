@@ -58,15 +58,41 @@ def _tool(task: Task, world: Any, *, tools: dict | None = None, **kw: Any) -> En
     return ToolEnv(tools, **kw)
 
 
+def _tir(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.tir_env import TIREnv
+
+    return TIREnv(**kw)
+
+
+def _code(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.code_env import CodeEnv
+
+    return CodeEnv(**kw)
+
+
+def _terminal(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.terminal_env import TerminalEnv
+
+    return TerminalEnv(**kw)
+
+
+def _swe(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environment:
+    from arcforge.envs.swe_env import SWEEnv
+
+    if repos is None:
+        repos = world.repos if world is not None else ()
+    return SWEEnv(repos, **kw)
+
+
+# The sandboxed kinds import lazily: math/search/tool users need no sandbox.
 FACTORIES: dict[str, EnvFactory] = {
     "math": _math,
     "search": _search,
     "tool": _tool,
-    # Sandboxed kinds, added by their modules' authors, e.g.:
-    # "tir": _tir,
-    # "code": _code,
-    # "terminal": _terminal,
-    # "swe": _swe,
+    "tir": _tir,
+    "code": _code,
+    "terminal": _terminal,
+    "swe": _swe,
 }
 
 

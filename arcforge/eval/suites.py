@@ -11,6 +11,9 @@ between stages are differences between checkpoints.
                 tool call (success with real tools is measured by the environment suites)
 - long_context  a fact placed far back in a long document, asked for at the end (plain LM)
 - chat          instructions with checkable constraints, all satisfied = 1
+- tool, search, code, terminal, swe, tir
+                agent episodes in the real environments (arcforge.envs; code, terminal, swe
+                and tir run in the bwrap sandbox), reward = the environment's verdict
 """
 
 from __future__ import annotations
@@ -182,10 +185,41 @@ def suite_chat(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     return SuiteOutput(scores, ex)
 
 
+def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
+    """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
+
+    def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+        from dataclasses import replace
+
+        from arcforge.envs.registry import env_factory
+        from arcforge.rollout.agent import AgentConfig, run_episodes
+
+        src = "reasoning" if suite == "tir" else suite
+        tasks = ev.world.tasks(src, "test")[: cfg.n_per_suite.get(suite, cfg.n)]
+        if kind:
+            tasks = [replace(t, kind=kind) for t in tasks]
+        budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
+        acfg = AgentConfig(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
+                           context_budget=budget, temperature=0.0)
+        trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), tasks, acfg)
+        ex = [{"task": t.instruction[:300], "reward": tr.reward, "finish": tr.finish_reason,
+               "last": tr.messages[-1].content[:300] if tr.messages else ""}
+              for t, tr in list(zip(tasks, trajs))[:3]]
+        return SuiteOutput([float(tr.reward >= 1.0) for tr in trajs], ex)
+
+    return run
+
+
 SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "lm_loss": suite_lm_loss,
     "reasoning": suite_reasoning,
     "tool_format": suite_tool_format,
     "long_context": suite_long_context,
     "chat": suite_chat,
+    "tool": _env_suite("tool"),
+    "search": _env_suite("search"),
+    "code": _env_suite("code"),
+    "terminal": _env_suite("terminal"),
+    "swe": _env_suite("swe"),
+    "tir": _env_suite("tir", kind="tir"),
 }

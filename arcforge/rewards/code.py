@@ -75,12 +75,14 @@ def run_unit_tests(
             sb.write_file(f"{module}.py", solution)
             sb.write_file(f"test_{module}.py", tests)  # hidden until now: grading time
             res = sb.exec(
-                f"python3 -m pytest -q -p no:cacheprovider --junitxml={report} "
-                f"test_{module}.py",
+                f"python3 -m pytest -q -p no:cacheprovider --junitxml={report} test_{module}.py",
                 grading=True,
             )
-            details.update(exit_code=res.exit_code, timed_out=res.timed_out,
-                           output=(res.stdout + res.stderr)[-800:])
+            details.update(
+                exit_code=res.exit_code,
+                timed_out=res.timed_out,
+                output=(res.stdout + res.stderr)[-800:],
+            )
             try:
                 counts = _junit_counts(sb.read_file(report))
             except (SandboxError, ET.ParseError, OSError, ValueError):
@@ -94,7 +96,8 @@ def run_unit_tests(
     return Reward(1.0 if ok else 0.0, details)
 
 
-def code_reward(response: str, tests: str, time_limit: float = 10.0,
-                backend: str = "bwrap") -> Reward:
+def code_reward(
+    response: str, tests: str, time_limit: float = 10.0, backend: str = "bwrap"
+) -> Reward:
     """Extract the solution from a model response and run the hidden tests against it."""
     return run_unit_tests(extract_code(response), tests, time_limit=time_limit, backend=backend)

@@ -23,8 +23,7 @@ CODE_TIME_LIMIT = 10.0  # seconds per test run
 
 
 def _math(reply: str, task: Task) -> Reward:
-    return Reward(math_reward(reply, task.validation.answer or ""),
-                  {"pred": extract_answer(reply)})
+    return Reward(math_reward(reply, task.validation.answer or ""), {"pred": extract_answer(reply)})
 
 
 def _exact(reply: str, task: Task) -> Reward:
@@ -58,8 +57,9 @@ def reward_fn_for(task: Task) -> RewardFn:
     """The reward function for a task (its metadata scorer, else its kind)."""
     key = task.metadata.get("scorer") or task.kind
     if key not in REWARDS:
-        raise ValueError(f"no reward function for task {task.id!r} ({key!r}); "
-                         f"known: {sorted(REWARDS)}")
+        raise ValueError(
+            f"no reward function for task {task.id!r} ({key!r}); known: {sorted(REWARDS)}"
+        )
     return REWARDS[key]
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -35,19 +36,30 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from arcforge.chat import parse_assistant, render_ids
+from arcforge.chat.tokens import END, EOS
 from arcforge.config import OptimCfg, SourceCfg, StageCfg
+from arcforge.data.sources import Record
 from arcforge.progress import progress
+from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rl.losses import POLICY_LOSSES, kl_penalty
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
-from arcforge.train.loop import MetricsLog, build_optimizer, find_state, load_state, lr_at, save_state
+from arcforge.train.loop import (
+    MetricsLog,
+    build_optimizer,
+    find_state,
+    load_state,
+    lr_at,
+    save_state,
+)
 from arcforge.train.rollout_batch import (
     TokenBatch,
     pad_trajectories,
     sequence_logprobs,
     trajectory_from_completion,
 )
-from arcforge.types import Reward, Task
+from arcforge.types import Message, Reward, Task, Validation
 
 
 class RLStageCfg(StageCfg):
@@ -87,6 +99,39 @@ class RLPrompt:
 Scorer = Callable[[list[RLPrompt], list[Completion]], list[Reward]]
 
 
+def prompt_from_record(record: Record, tokenizer, thinking: bool = True) -> RLPrompt:
+    """Render a prompt/answer record as a one-user-turn chat prompt with its scoring Task."""
+    task = record.task or Task(
+        record.origin, "math", record.prompt or "", validation=Validation(answer=record.answer)
+    )
+    msgs = [Message(role="user", content=task.instruction, thinking=thinking)]
+    ids = render_ids(msgs, tokenizer, add_generation_prompt=True).input_ids
+    return RLPrompt(list(ids), task)
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    """The ids that end a reply: <|end|> and <|endoftext|>."""
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in (END, EOS)]
+    return [i for i in ids if i is not None and i >= 0]
+
+
+def text_scorer(tokenizer, workers: int = 4) -> Scorer:
+    """Decode each completion, keep the reply's visible content, score it with the reward
+    registry (threads when the batch has code tasks: their tests run in subprocesses)."""
+
+    def one(prompt: RLPrompt, comp: Completion) -> Reward:
+        text = tokenizer.decode(comp.token_ids, skip_special_tokens=False)
+        return score_reply(parse_assistant(text).content, prompt.task)
+
+    def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list[Reward]:
+        if any(p.task.kind == "code" for p in prompts):
+            with ThreadPoolExecutor(workers) as pool:
+                return list(pool.map(one, prompts, comps))
+        return [one(p, c) for p, c in zip(prompts, comps)]
+
+    return scorer
+
+
 class PromptStream:
     """prompts[perm_epoch[i]] for a global cursor i; a pure function of (seed, cursor)."""
 
@@ -122,8 +167,16 @@ def sampling_seed(seed: int, step: int, attempt: int) -> int:
     return seed * 1_000_000_007 + step * 100_000 + attempt * 10_000
 
 
-def collect_rollouts(engine: Engine, stream: PromptStream, cursor: int, scorer: Scorer,
-                     cfg: RLStageCfg, step: int, stop_ids: list[int], pad_id: int) -> Rollouts:
+def collect_rollouts(
+    engine: Engine,
+    stream: PromptStream,
+    cursor: int,
+    scorer: Scorer,
+    cfg: RLStageCfg,
+    step: int,
+    stop_ids: list[int],
+    pad_id: int,
+) -> Rollouts:
     """Sample, score, drop uniform groups (refilling them) and mask overlong completions."""
     G, need = cfg.group_size, cfg.prompts_per_step
     trajs, kept_r, all_r, gen_tokens = [], [], [], 0
@@ -133,9 +186,14 @@ def collect_rollouts(engine: Engine, stream: PromptStream, cursor: int, scorer: 
             counts["refills"] += 1
         prompts = stream.take(cursor, need)
         cursor += need
-        params = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                top_p=cfg.top_p, stop_token_ids=tuple(stop_ids), n=G,
-                                seed=sampling_seed(cfg.seed, step, attempt))
+        params = SamplingParams(
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            stop_token_ids=tuple(stop_ids),
+            n=G,
+            seed=sampling_seed(cfg.seed, step, attempt),
+        )
         comps = engine.generate([p.ids for p in prompts], params)  # prompt-major, n adjacent
         rewards = [r.score for r in scorer([p for p in prompts for _ in range(G)], comps)]
         r = torch.tensor(rewards, dtype=torch.float)  # (need * G,)
@@ -166,19 +224,35 @@ def collect_rollouts(engine: Engine, stream: PromptStream, cursor: int, scorer: 
 # Each policy loss by name, called on one micro-batch (logp has grad, the rest are tensors).
 LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, RLStageCfg], tuple]] = {
     "grpo_icepop": lambda logp, mb, cfg: POLICY_LOSSES["grpo_icepop"](
-        logp, mb.logp_old, mb.logp_old if cfg.icepop_beta is None else mb.logp_infer,
-        mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high, cfg.icepop_beta or float("inf")),
+        logp,
+        mb.logp_old,
+        mb.logp_old if cfg.icepop_beta is None else mb.logp_infer,
+        mb.advantages,
+        mb.mask,
+        cfg.clip_low,
+        cfg.clip_high,
+        cfg.icepop_beta or float("inf"),
+    ),
     "double_sided_is": lambda logp, mb, cfg: POLICY_LOSSES["double_sided_is"](
-        logp, mb.logp_infer, mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high),
+        logp, mb.logp_infer, mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high
+    ),
 }
 
 
-def policy_backward(model: torch.nn.Module, batch: TokenBatch, cfg: RLStageCfg,
-                    ref_model: torch.nn.Module | None = None) -> dict[str, float]:
+def policy_backward(
+    model: torch.nn.Module,
+    batch: TokenBatch,
+    cfg: RLStageCfg,
+    ref_model: torch.nn.Module | None = None,
+) -> dict[str, float]:
     """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
-    over micro-batches; returns token-weighted loss stats."""
+    over micro-batches; returns token-weighted loss stats.
+
+    `cfg` needs loss, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
+    distillation config has them too)."""
     with torch.no_grad():
-        batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)
+        if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
+            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)
         if ref_model is not None:
             batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch)
     total = max(1, batch.n_tokens)
@@ -199,9 +273,19 @@ def policy_backward(model: torch.nn.Module, batch: TokenBatch, cfg: RLStageCfg,
     return stats
 
 
-def train_rl(model: torch.nn.Module, engine: Engine, prompts: list[RLPrompt], scorer: Scorer,
-             cfg: RLStageCfg, out_dir: Path, *, pad_id: int, stop_ids: list[int],
-             stop_after: int | None = None, desc: str = "rl") -> list[dict]:
+def train_rl(
+    model: torch.nn.Module,
+    engine: Engine,
+    prompts: list[RLPrompt],
+    scorer: Scorer,
+    cfg: RLStageCfg,
+    out_dir: Path,
+    *,
+    pad_id: int,
+    stop_ids: list[int],
+    stop_after: int | None = None,
+    desc: str = "rl",
+) -> list[dict]:
     """Run `cfg.steps` GRPO steps on `model`, syncing weights into `engine` after each.
 
     Args:
@@ -236,25 +320,36 @@ def train_rl(model: torch.nn.Module, engine: Engine, prompts: list[RLPrompt], sc
                 opt.zero_grad(set_to_none=True)
                 stats = policy_backward(model, ro.batch, cfg, ref)
                 stats["grad_norm"] = float(
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip))
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+                )
                 opt.step()
                 engine.load_weights(model.state_dict(), engine.version + 1)
             done, dt = step + 1, time.time() - t0
             r = torch.tensor(ro.rewards)
             row = {
-                "step": done, "reward_mean": r.mean().item(), "pass_rate": (r >= 1).float().mean().item(),
-                **ro.counts, "trained_seqs": 0 if ro.batch is None else len(ro.batch),
+                "step": done,
+                "reward_mean": r.mean().item(),
+                "pass_rate": (r >= 1).float().mean().item(),
+                **ro.counts,
+                "trained_seqs": 0 if ro.batch is None else len(ro.batch),
                 "trained_tokens": 0 if ro.batch is None else ro.batch.n_tokens,
                 "gen_tokens_per_s": ro.gen_tokens / max(1e-9, t_gen),
-                "tokens_per_s": ro.gen_tokens / max(1e-9, dt), "lr": opt.param_groups[0]["lr"],
-                "engine_version": engine.version, **stats,
+                "tokens_per_s": ro.gen_tokens / max(1e-9, dt),
+                "lr": opt.param_groups[0]["lr"],
+                "engine_version": engine.version,
+                **stats,
             }
             rows.append(row)
             log.write(**row)  # every step: RL steps are few and each is costly
             stop = stop_after is not None and done >= stop_after
             if (done % cfg.checkpoint_every == 0 and done < cfg.steps) or stop:
-                save_state(out_dir / "state", model, opt, done,
-                           extra={"cursor": cursor, "engine_version": engine.version})
+                save_state(
+                    out_dir / "state",
+                    model,
+                    opt,
+                    done,
+                    extra={"cursor": cursor, "engine_version": engine.version},
+                )
             bar.update(done, reward=row["reward_mean"])
             if stop:
                 break

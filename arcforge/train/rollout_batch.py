@@ -23,7 +23,10 @@ from arcforge.types import Segment, Trajectory
 
 
 def trajectory_from_completion(
-    prompt_ids: list[int], completion: Completion, version: int, task_id: str = "",
+    prompt_ids: list[int],
+    completion: Completion,
+    version: int,
+    task_id: str = "",
     group_id: str = "",
 ) -> Trajectory:
     """One single-turn rollout: prompt (untrained) + sampled tokens (trained)."""
@@ -31,8 +34,9 @@ def trajectory_from_completion(
     return Trajectory(
         segments=[
             Segment(list(prompt_ids), "template", [0] * len(prompt_ids)),
-            Segment(list(completion.token_ids), "model", [1] * n, list(completion.logprobs),
-                    version),
+            Segment(
+                list(completion.token_ids), "model", [1] * n, list(completion.logprobs), version
+            ),
         ],
         task_id=task_id,
         group_id=group_id,
@@ -69,10 +73,11 @@ class TokenBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def rows(self, sl: slice) -> TokenBatch:
-        """A micro-batch: rows `sl`, columns cut to its longest row."""
+    def rows(self, sl: slice, trim: bool = True) -> TokenBatch:
+        """A micro-batch: rows `sl`, columns cut to its last trained column when `trim`."""
         mask = self.mask[sl]  # (b, T)
         cols = torch.nonzero(mask.sum(0)).max().item() + 1 if mask.any() else 1
+        cols = cols if trim else mask.shape[1]
 
         def cut(x: torch.Tensor | None) -> torch.Tensor | None:
             if x is None:
@@ -101,7 +106,10 @@ def pad_trajectories(trajs: list[Trajectory], pad_id: int) -> TokenBatch:
         mask[b, :L] = torch.tensor(t.loss_mask, dtype=torch.float)
         lps[b, :L] = torch.tensor(t.logprobs)
     return TokenBatch(
-        input_ids=ids[:, :-1], targets=ids[:, 1:], mask=mask[:, 1:], logp_infer=lps[:, 1:],
+        input_ids=ids[:, :-1],
+        targets=ids[:, 1:],
+        mask=mask[:, 1:],
+        logp_infer=lps[:, 1:],
         advantages=torch.zeros(B),
     )
 

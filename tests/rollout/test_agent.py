@@ -16,6 +16,8 @@ from torch.testing import assert_close
 from arcforge.chat import ThinkingConfig, render_ids
 from arcforge.chat.tokens import END
 from arcforge.envs.base import StepResult
+from arcforge.envs.registry import env_factory, make_env
+from arcforge.envs.search_env import SYSTEM_PROMPT
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
@@ -28,7 +30,7 @@ from arcforge.rollout.agent import (
 )
 from arcforge.rollout.engine import LocalEngine
 from arcforge.rollout.policies import ScriptedEngine, expert_engine
-from arcforge.types import Message, Task, Tool, ToolCall, Trajectory, Validation
+from arcforge.types import Message, Reward, Task, Tool, ToolCall, Trajectory
 from arcforge.world import WorldConfig, build_world
 
 
@@ -65,9 +67,7 @@ class EchoEnv:
         self.steps += 1
         return StepResult([Message("tool", f"observation {self.steps}")], done=False)
 
-    def verify(self):
-        from arcforge.types import Reward
-
+    def verify(self) -> Reward:
         return Reward(0.0, {"steps": self.steps})
 
     def close(self) -> None:
@@ -166,8 +166,6 @@ def test_tito_with_local_engine_and_version_bumps(tok, biased_model):
     [(ThinkingConfig(), None), (ThinkingConfig(preserve=True), None), (ThinkingConfig(), False)],
 )
 def test_tito_stream_equals_a_rerender_of_the_messages(world, tok, thinking, turn_thinking):
-    from arcforge.envs.registry import make_env
-
     task = world.tasks("tool")[0]
     env = make_env(task, world)
     cfg = AgentConfig(
@@ -195,8 +193,6 @@ def test_tito_stream_equals_a_rerender_of_the_messages(world, tok, thinking, tur
 
 
 def test_trajectory_round_trips_through_json(world, tok):
-    from arcforge.envs.registry import make_env
-
     task = world.tasks("search")[0]
     traj = run_episode(
         expert_engine(tok, [task]),
@@ -208,6 +204,9 @@ def test_trajectory_round_trips_through_json(world, tok):
     assert traj.reward == 1.0
     again = Trajectory.from_dict(json.loads(json.dumps(traj.to_dict())))
     assert again == traj
+    seen = episode_to_messages(traj, tok)  # the system text comes back without the tools section
+    assert (seen[0].role, seen[0].content) == ("system", SYSTEM_PROMPT)
+    assert [m.content for m in seen[1:]] == [m.content for m in traj.messages[1:]]
 
 
 def _script_env(tok, replies, max_new_tokens=64, budget=2048, max_turns=4):
@@ -248,8 +247,6 @@ def test_prompt_over_budget_finishes_with_context(tok):
 
 
 def test_batched_groups_one_generate_call_per_turn(world, tok):
-    from arcforge.envs.registry import env_factory
-
     tasks = world.tasks("tool")[:2] + world.tasks("reasoning")[:1]
     engine = Recording(expert_engine(tok, tasks))
     trajs = run_episodes(

@@ -1,0 +1,82 @@
+"""Reasoning-RL stage runner: sources → chat prompts → `train_rl` on a LocalEngine → checkpoint.
+
+Sources are the usual specs (`world:reasoning`, `jsonl:...`) plus `reasoning_gym:<name>`;
+records from several sources are mixed by weight. Prompts are rendered with the chat template
+(one user turn, thinking on), replies are scored by `arcforge.rewards.registry` by task kind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arcforge.config import STAGE_CONFIGS, SourceCfg
+from arcforge.data.reasoning_gym import is_reasoning_gym, load_reasoning_gym
+from arcforge.data.sources import Record, load_records, mix
+from arcforge.errors import UserError
+from arcforge.model.checkpoint import save_checkpoint
+from arcforge.pipeline import RunContext, register_stage
+from arcforge.rollout.engine import LocalEngine
+from arcforge.stages.common import model_for_stage
+from arcforge.train.rl import (
+    RLStageCfg,
+    prompt_from_record,
+    stop_token_ids,
+    text_scorer,
+    train_rl,
+)
+
+STAGE_CONFIGS["rl"] = RLStageCfg
+
+
+def load_prompt_records(sources: list[SourceCfg], seed: int, name: str) -> list[Record]:
+    """Prompt/answer records of every source, mixed by weight (as many as the sources hold)."""
+    pools = []
+    for s in sources:
+        recs = (
+            load_reasoning_gym(s.source) if is_reasoning_gym(s.source) else load_records(s.source)
+        )
+        recs = [r for r in recs if r.prompt is not None]
+        if not recs:
+            raise UserError(f"stage {name!r}: source {s.source!r} has no prompt/answer records")
+        pools.append((s.weight, recs))
+    return mix(pools, sum(len(r) for _, r in pools), seed)
+
+
+@register_stage("rl")
+def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
+    tok = ctx.tokenizer
+    ctx.world  # noqa: B018  (registers the world: resolver)
+    model = model_for_stage(ctx, stage)
+    records = load_prompt_records(stage.sources, stage.seed, stage.name)
+    prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
+    pad = tok.pad_token_id or 0
+    engine = LocalEngine(
+        model,
+        pad_token_id=pad,
+        precision=stage.engine_precision,
+        max_batch=max(64, stage.prompts_per_step * stage.group_size),
+    )
+    rows = train_rl(
+        model,
+        engine,
+        prompts,
+        text_scorer(tok),
+        stage,
+        out,
+        pad_id=pad,
+        stop_ids=stop_token_ids(tok),
+        desc=f"rl {stage.name}",
+    )
+    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    k = max(1, len(rows) // 5)
+    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
+    return {
+        "steps": stage.steps,
+        "prompts": len(prompts),
+        "reward_first": mean(rows[:k], "reward_mean"),
+        "reward_last": mean(rows[-k:], "reward_mean"),
+        "dropped_uniform": sum(r["dropped_uniform"] for r in rows),
+        "dropped_overlong": sum(r["dropped_overlong"] for r in rows),
+        "popped_frac": mean(rows, "popped_frac"),
+        "tokens_per_s": mean(rows, "tokens_per_s"),
+    }

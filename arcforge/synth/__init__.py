@@ -1,0 +1,1 @@
+"""Data synthesis: rejection sampling for reasoning SFT (and, later, the agentic producers)."""

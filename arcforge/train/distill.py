@@ -1,0 +1,215 @@
+"""On-policy cross-stage distillation: earlier checkpoints teach the student (DESIGN §3).
+
+Each teacher is a checkpoint with the prompt sources it is the expert for and a ratio. One step:
+    draw      prompts_per_step prompts, split across teachers by ratio (largest remainder),
+              each teacher's prompts from its own seeded stream and cursor
+    rollout   the student (through its engine) samples ONE response per prompt (no groups)
+    score     the prompt's teacher runs a forward on prompt + response: log π_teacher(y_t)
+    advantage A_t = sg[log π_teacher(y_t) − log π_student(y_t)] (`opd_advantages`), with the
+              student's logprob taken from the rollout (the policy that actually sampled)
+    loss      importance-sampled policy gradient against the rollout logprobs with token masking
+              outside [1 − clip_low, 1 + clip_high] (`double_sided_is_loss`, A per token)
+    step      AdamW, then weight sync to the engine (version + 1); log; resumable state with
+              one prompt cursor per teacher
+Maximizing Σ_t A_t is minimizing the reverse KL(π_student || π_teacher) on the student's own
+samples, so the student is pulled back to the teacher exactly where it now goes wrong.
+
+Deliberate simplifications: teachers share the student's tokenizer (same ids); all teachers stay
+in memory; a response cut by max_new_tokens is kept (every token still has a teacher grade).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
+from arcforge.progress import progress
+from arcforge.rl.losses import opd_advantages
+from arcforge.rollout.engine import Engine, SamplingParams
+from arcforge.train.loop import (
+    MetricsLog,
+    build_optimizer,
+    find_state,
+    load_state,
+    lr_at,
+    save_state,
+)
+from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
+from arcforge.train.rollout_batch import (
+    TokenBatch,
+    pad_trajectories,
+    sequence_logprobs,
+    trajectory_from_completion,
+)
+
+
+class TeacherCfg(Strict):
+    """A teacher: a stage name of this run (or a checkpoint dir) and the sources it owns."""
+
+    checkpoint: str
+    sources: list[SourceCfg]
+    ratio: float = Field(1.0, gt=0)
+
+
+class DistillStageCfg(StageCfg):
+    """On-policy distillation from earlier stage checkpoints (group size 1)."""
+
+    kind: Literal["distill"]
+    teachers: list[TeacherCfg] = Field(min_length=1)
+    steps: int = Field(100, gt=0)
+    prompts_per_step: int = Field(32, gt=0)
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int = Field(96, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+    loss: Literal["double_sided_is"] = "double_sided_is"
+    clip_low: float = Field(0.2, ge=0, lt=1)  # IS trust region [1 - clip_low, 1 + clip_high]
+    clip_high: float = Field(0.28, ge=0)
+    kl_coef: float = 0.0  # unused here; policy_backward reads it
+    icepop_beta: float | None = None  # unused here; policy_backward reads it
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    micro_batch: int = Field(32, gt=0)
+    thinking: bool = True
+
+
+@dataclass
+class Teacher:
+    """A loaded teacher: its frozen model, its prompts, its share of each step's prompts."""
+
+    model: torch.nn.Module
+    prompts: list[RLPrompt]
+    ratio: float = 1.0
+    name: str = ""
+
+
+def split_by_ratio(ratios: list[float], n: int) -> list[int]:
+    """n split by ratio with the largest-remainder rule (ties to the earlier teacher)."""
+    exact = [n * r / sum(ratios) for r in ratios]
+    counts = [int(x) for x in exact]
+    order = sorted(range(len(ratios)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in order[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def teacher_logprobs(
+    teachers: list[Teacher], owner: list[int], batch: TokenBatch, micro_batch: int
+) -> torch.Tensor:
+    """(B, T) log π_teacher of each target, each row scored by the teacher that owns it."""
+    out = torch.zeros_like(batch.logp_infer)  # (B, T)
+    rows = torch.tensor(owner)  # (B,) teacher index per row; rows are grouped by teacher
+    with torch.no_grad():
+        for i, t in enumerate(teachers):
+            idx = (rows == i).nonzero().flatten()
+            if len(idx):
+                sl = slice(int(idx[0]), int(idx[-1]) + 1)
+                out[sl] = sequence_logprobs(t.model, batch.rows(sl, trim=False), micro_batch)
+    return out
+
+
+def train_distill(
+    student: torch.nn.Module,
+    engine: Engine,
+    teachers: list[Teacher],
+    cfg: DistillStageCfg,
+    out_dir: Path,
+    *,
+    pad_id: int,
+    stop_ids: list[int],
+    stop_after: int | None = None,
+    desc: str = "distill",
+) -> list[dict]:
+    """Run `cfg.steps` on-policy distillation steps on `student`, syncing `engine` after each.
+
+    Args:
+        student: the trainer's policy (updated in place); engine starts with its weights.
+        teachers: frozen teachers with their prompt pools and ratios.
+        stop_after: stop after this many steps (state saved), to test resume.
+    Returns:
+        the metric rows logged by this call.
+    """
+    for t in teachers:
+        t.model.eval().requires_grad_(False)
+    streams = [PromptStream(t.prompts, cfg.seed + 7919 * i) for i, t in enumerate(teachers)]
+    quotas = split_by_ratio([t.ratio for t in teachers], cfg.prompts_per_step)
+    opt = build_optimizer(student, cfg.optim)
+    state, start, cursors = find_state(out_dir), 0, [0] * len(teachers)
+    if state:
+        info = load_state(state, student, opt)
+        start, cursors = info["step"], info["cursors"]
+        engine.load_weights(student.state_dict(), info["engine_version"])
+    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    rows: list[dict] = []
+    student.train()
+    with progress(cfg.steps, desc, start=start) as bar:
+        for step in range(start, cfg.steps):
+            t0 = time.time()
+            prompts, owner = [], []
+            for i, (s, q) in enumerate(zip(streams, quotas)):
+                prompts += s.take(cursors[i], q)
+                owner += [i] * q
+                cursors[i] += q
+            params = SamplingParams(
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.temperature,
+                stop_token_ids=tuple(stop_ids),
+                seed=sampling_seed(cfg.seed, step, 0),
+            )
+            comps = engine.generate([p.ids for p in prompts], params)  # one response per prompt
+            batch = pad_trajectories(
+                [
+                    trajectory_from_completion(p.ids, c, engine.version)
+                    for p, c in zip(prompts, comps)
+                ],
+                pad_id,
+            )
+            batch.logp_ref = teacher_logprobs(teachers, owner, batch, cfg.micro_batch)  # (B, T)
+            batch.advantages = opd_advantages(batch.logp_ref, batch.logp_infer) * batch.mask
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, cfg.steps, cfg.optim)
+            opt.zero_grad(set_to_none=True)
+            stats = policy_backward(student, batch, cfg)
+            stats["grad_norm"] = float(
+                torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.optim.grad_clip)
+            )
+            opt.step()
+            engine.load_weights(student.state_dict(), engine.version + 1)
+            # per-row reverse KL estimate Σ_t (log π_s − log π_t), averaged per teacher
+            kl_row = (-batch.advantages).sum(1) / batch.mask.sum(1).clamp(min=1)  # (B,)
+            own = torch.tensor(owner)
+            done, gen = step + 1, sum(len(c.token_ids) for c in comps)
+            row = {
+                "step": done,
+                "kl_to_teacher": kl_row.mean().item(),
+                **{
+                    f"kl_{teachers[i].name or i}": kl_row[own == i].mean().item()
+                    for i in range(len(teachers))
+                    if (own == i).any()
+                },
+                "overlong": sum(c.finish_reason == "length" for c in comps),
+                "tokens_per_s": gen / max(1e-9, time.time() - t0),
+                "lr": opt.param_groups[0]["lr"],
+                "engine_version": engine.version,
+                **stats,
+            }
+            rows.append(row)
+            log.write(**row)
+            stop = stop_after is not None and done >= stop_after
+            if (done % cfg.checkpoint_every == 0 and done < cfg.steps) or stop:
+                save_state(
+                    out_dir / "state",
+                    student,
+                    opt,
+                    done,
+                    extra={"cursors": cursors, "engine_version": engine.version},
+                )
+            bar.update(done, kl=row["kl_to_teacher"])
+            if stop:
+                break
+    student.eval()
+    return rows
