@@ -86,6 +86,18 @@ def sft(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
 
 
 @app.command()
+def rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first RL stage."""
+    _run_until(args, run_dir, "rl")
+
+
+@app.command()
+def distill(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first distillation stage."""
+    _run_until(args, run_dir, "distill")
+
+
+@app.command()
 def world(
     args: list[str] = ConfigArg,
     out: Path = typer.Option(Path("runs/world"), "--out", help="Directory to write."),
@@ -177,6 +189,7 @@ def serve(
     checkpoint: Path = typer.Argument(..., help="A checkpoint dir."),
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8000),
+    precision: str = typer.Option("fp32", help="fp32, bf16 or int8 (simulated)."),
 ) -> None:
     """Serve a checkpoint with an OpenAI-compatible /v1/completions API (token ids in and out)."""
     from arcforge.rollout.serve import serve as _serve
@@ -202,10 +215,14 @@ app.add_typer(env_app, name="env")
 
 @env_app.command("check")
 def env_check(
-    task: Path = typer.Argument(..., help="A Terminal-Bench/Harbor task dir, a Task JSON(L) file, "
-                                           "or a SWE-bench record with repo_path."),
-    solution: Path = typer.Option(None, help="Shell script (terminal) or patch (SWE) to run; "
-                                             "default: the task's own oracle."),
+    task: Path = typer.Argument(
+        ...,
+        help="A Terminal-Bench/Harbor task dir, a Task JSON(L) file, "
+        "or a SWE-bench record with repo_path.",
+    ),
+    solution: Path = typer.Option(
+        None, help="Shell script (terminal) or patch (SWE) to run; default: the task's own oracle."
+    ),
     empty: bool = typer.Option(False, "--empty", help="Run no solution (the verifier must fail)."),
     backend: str = typer.Option("bwrap", help="Sandbox backend: bwrap, docker or local."),
 ) -> None:
@@ -219,11 +236,62 @@ def env_check(
     if solution is not None and not solution.is_file():
         raise UserError(f"solution file not found: {solution}")
     try:
-        res = check_task(task, solution=str(solution) if solution else None, empty=empty,
-                         backend=backend)
+        res = check_task(
+            task, solution=str(solution) if solution else None, empty=empty, backend=backend
+        )
     except ValueError as err:
         raise UserError(f"{task}: {err}") from None
     typer.echo(json.dumps(res, indent=1, default=str))
+
+
+synth_app = typer.Typer(no_args_is_help=True, help="Data synthesis.")
+app.add_typer(synth_app, name="synth")
+
+
+@synth_app.command("rejection")
+def synth_rejection(
+    checkpoint: Path = typer.Argument(..., help="The checkpoint to sample from."),
+    out: Path = typer.Option(..., "--out", help="SFT JSONL to write."),
+    source: str = typer.Option("world:reasoning", help="Prompt source (tasks with answers)."),
+    config: Path = typer.Option(None, help="Run config whose world resolves world: sources."),
+    k: int = typer.Option(8, help="Samples per problem."),
+    lo: float = typer.Option(0.1, help="Lowest pass rate kept (harder dropped as unsolved)."),
+    hi: float = typer.Option(0.9, help="Highest pass rate kept (easier dropped as too easy)."),
+    limit: int = typer.Option(200, help="Problems to try."),
+    keep_per_problem: int = typer.Option(1),
+    max_new_tokens: int = typer.Option(96),
+    temperature: float = typer.Option(1.0),
+    seed: int = typer.Option(0),
+) -> None:
+    """Rejection sampling for SFT: keep verified replies of problems inside the pass-rate band."""
+    import json
+
+    from arcforge.config import SourceCfg, load_config
+    from arcforge.data.sources import register_world_resolver
+    from arcforge.stages import build_world_from_cfg, world_records
+    from arcforge.stages.rl import load_prompt_records
+    from arcforge.synth.rejection import rejection_sample
+
+    if not (checkpoint / "config.json").exists():
+        raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
+    w = build_world_from_cfg(load_config(config))
+    register_world_resolver(lambda suite, split: world_records(w, suite, split))
+    recs = load_prompt_records([SourceCfg(source=source)], seed, "synth")[:limit]
+    tasks = [r.task for r in recs if r.task]
+    if not tasks:
+        raise UserError(f"source {source!r} gave no task with a reference answer")
+    res = rejection_sample(
+        checkpoint,
+        tasks,
+        k,
+        out,
+        band=(lo, hi),
+        keep_per_problem=keep_per_problem,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+    typer.echo(json.dumps(res.counts))
 
 
 def main() -> None:

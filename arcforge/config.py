@@ -198,6 +198,8 @@ def _parse_stages(raw: list[Any], where: str) -> list[StageCfg]:
 
 
 def parse_config(raw: dict[str, Any], where: str = "<config>") -> RunCfg:
+    import arcforge.stages  # noqa: F401  (each stage module registers its config class)
+
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: the top level must be a mapping")
     raw = dict(raw)

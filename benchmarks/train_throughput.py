@@ -49,8 +49,14 @@ def ours(model, ds: PackedDataset, steps: int, bs: int, lr: float) -> float:
         return ds.batch(step, bs, 0)
 
     with tempfile.TemporaryDirectory() as d:
-        train_lm(model, [Phase(steps, batch)], OptimCfg(lr=lr, warmup_steps=0), Path(d),
-                 log_every=10, checkpoint_every=10_000)
+        train_lm(
+            model,
+            [Phase(steps, batch)],
+            OptimCfg(lr=lr, warmup_steps=0),
+            Path(d),
+            log_every=10,
+            checkpoint_every=10_000,
+        )
         end = time.perf_counter()
     return (steps - 3) * bs * ds.seq_len / (end - times[3])
 

@@ -25,7 +25,17 @@ CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 
 SPECIAL_TOKENS: list[str] = [
-    PAD, BOS, EOS, SYSTEM, USER, ASSISTANT, TOOL, END,
-    THINK_OPEN, THINK_CLOSE, CALL_OPEN, CALL_CLOSE,
+    PAD,
+    BOS,
+    EOS,
+    SYSTEM,
+    USER,
+    ASSISTANT,
+    TOOL,
+    END,
+    THINK_OPEN,
+    THINK_CLOSE,
+    CALL_OPEN,
+    CALL_CLOSE,
 ]
 ROLE_TOKENS = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}

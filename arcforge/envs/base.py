@@ -46,8 +46,9 @@ def _check_args(call: ToolCall, tool: Tool) -> str | None:
     return validate_call(call, {tool.name: tool})
 
 
-def execute_call(call: ToolCall, tools: dict[str, Tool],
-                 max_chars: int = MAX_OBSERVATION_CHARS) -> Message:
+def execute_call(
+    call: ToolCall, tools: dict[str, Tool], max_chars: int = MAX_OBSERVATION_CHARS
+) -> Message:
     """Run one tool call; any problem becomes an `error: ...` tool message."""
     tool = tools.get(call.name)
     if tool is None:
@@ -66,9 +67,12 @@ def execute_call(call: ToolCall, tools: dict[str, Tool],
     return Message(role="tool", content=text, tool_call_id=call.id or None, name=call.name)
 
 
-def execute_calls(message: Message, tools: dict[str, Tool],
-                  parse_errors: list[str] | None = None) -> list[Message]:
+def execute_calls(
+    message: Message, tools: dict[str, Tool], parse_errors: list[str] | None = None
+) -> list[Message]:
     """Observations for every call in an assistant message, plus one per parse error."""
-    obs = [Message(role="tool", content=f"error: malformed tool call: {e}", name="parser")
-           for e in parse_errors or []]
+    obs = [
+        Message(role="tool", content=f"error: malformed tool call: {e}", name="parser")
+        for e in parse_errors or []
+    ]
     return obs + [execute_call(c, tools) for c in message.tool_calls]

@@ -199,12 +199,22 @@ def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, Eval
         if kind:
             tasks = [replace(t, kind=kind) for t in tasks]
         budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
-        acfg = AgentConfig(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                           context_budget=budget, temperature=0.0)
+        acfg = AgentConfig(
+            max_turns=cfg.max_turns,
+            max_new_tokens=cfg.max_new_tokens,
+            context_budget=budget,
+            temperature=0.0,
+        )
         trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), tasks, acfg)
-        ex = [{"task": t.instruction[:300], "reward": tr.reward, "finish": tr.finish_reason,
-               "last": tr.messages[-1].content[:300] if tr.messages else ""}
-              for t, tr in list(zip(tasks, trajs))[:3]]
+        ex = [
+            {
+                "task": t.instruction[:300],
+                "reward": tr.reward,
+                "finish": tr.finish_reason,
+                "last": tr.messages[-1].content[:300] if tr.messages else "",
+            }
+            for t, tr in list(zip(tasks, trajs))[:3]
+        ]
         return SuiteOutput([float(tr.reward >= 1.0) for tr in trajs], ex)
 
     return run

@@ -51,10 +51,12 @@ def train_tokenizer(
     tok = Tokenizer(models.BPE())
     # Digits are split one by one before the byte-level split (as Llama 3 / DeepSeek do), so
     # "589" is three tokens: arithmetic and copying numbers become learnable for tiny models.
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

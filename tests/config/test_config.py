@@ -34,8 +34,10 @@ def test_stages_are_typed_by_kind(tmp_path):
 
 
 def test_overrides_by_stage_name_and_nested_key(tmp_path):
-    cfg = load_config(write(tmp_path, BASE), ["stages.tune.optim.lr=5e-5", "model.preset=small",
-                                              "stages.0.seq_len=64"])
+    cfg = load_config(
+        write(tmp_path, BASE),
+        ["stages.tune.optim.lr=5e-5", "model.preset=small", "stages.0.seq_len=64"],
+    )
     assert cfg.stage("tune").optim.lr == 5e-5
     assert cfg.model.preset == "small"
     assert cfg.stage("pre").seq_len == 64
@@ -76,12 +78,20 @@ def test_shipped_configs_parse():
 
 def test_cli_user_error_is_one_line_exit_2(tmp_path):
     p = write(tmp_path, BASE.replace("tokens: 1000", "tokens: lots"))
-    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "run", str(p)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "arcforge.cli", "run", str(p)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "stages[0].tokens" in lines[0]
-    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "run", str(tmp_path / "nope.yaml")],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "arcforge.cli", "run", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr

@@ -9,8 +9,13 @@ import sys
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-from transformers import PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,13 +25,25 @@ def foreign_checkpoint(path: Path) -> int:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(["hello world, how are you today?"] * 50,
-                            trainers.BpeTrainer(vocab_size=300, special_tokens=["</s>"],
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        ["hello world, how are you today?"] * 50,
+        trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=["</s>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>")
-    conf = LlamaConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, intermediate_size=64,
-                       max_position_embeddings=512, tie_word_embeddings=True)
+    conf = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
     LlamaForCausalLM(conf).save_pretrained(path)
     fast.save_pretrained(path)
     return len(fast)
@@ -36,8 +53,9 @@ def test_run_from_local_checkpoint_with_jsonl_sft(tmp_path):
     ck = tmp_path / "foreign"
     n_foreign = foreign_checkpoint(ck)
     data = tmp_path / "sft.jsonl"
-    good = {"messages": [{"role": "user", "content": "Say hi."},
-                         {"role": "assistant", "content": "hi"}]}
+    good = {
+        "messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "hi"}]
+    }
     data.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(good) + "\n")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"""
@@ -54,9 +72,14 @@ stages:
 eval: {{suites: [reasoning], n: 4, max_new_tokens: 8}}
 """)
     env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "run", str(cfg), "--run-dir",
-                        str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "arcforge.cli", "run", str(cfg), "--run-dir", str(tmp_path / "run")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"{data}:2" in r.stderr  # the bad line is reported with its file and line
     out = tmp_path / "run" / "tune" / "checkpoint"
@@ -68,8 +91,23 @@ eval: {{suites: [reasoning], n: 4, max_new_tokens: 8}}
     assert json.loads((tmp_path / "run" / "tune" / "DONE").read_text())["examples"] == 2
 
     # the interactive chat reads stdin: one turn, then quit
-    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "chat", str(out), "--no-think",
-                        "--max-new-tokens", "4"], input="hello\n/quit\n", cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arcforge.cli",
+            "chat",
+            str(out),
+            "--no-think",
+            "--max-new-tokens",
+            "4",
+        ],
+        input="hello\n/quit\n",
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "arcforge chat" in r.stdout and "you>" in r.stdout

@@ -19,8 +19,14 @@ STAGES = ["pretrain", "midtrain", "sft"]
 
 def cli(*args: str, timeout: int = 400) -> subprocess.CompletedProcess:
     env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    return subprocess.run([sys.executable, "-m", "arcforge.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "arcforge.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +51,14 @@ def test_report_json_shape(smoke_run):
 
 def test_loss_is_finite_and_falls(smoke_run):
     for stage in STAGES:
-        rows = [json.loads(x) for x in (smoke_run / stage / "metrics.jsonl").read_text().splitlines()]
+        rows = [
+            json.loads(x) for x in (smoke_run / stage / "metrics.jsonl").read_text().splitlines()
+        ]
         losses = [r["loss"] for r in rows if "loss" in r]
         assert losses and all(math.isfinite(v) for v in losses)
-    held = [json.loads(x) for x in (smoke_run / "pretrain" / "metrics.jsonl").read_text().splitlines()]
+    held = [
+        json.loads(x) for x in (smoke_run / "pretrain" / "metrics.jsonl").read_text().splitlines()
+    ]
     held = [r["heldout_loss"] for r in held if "heldout_loss" in r]
     assert held[-1] < held[0] - 0.5  # from ~log(V) at init to something learned
 
@@ -93,10 +103,18 @@ def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):
 
     run_dir = tmp_path / "killed"
     env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    cmd = [sys.executable, "-m", "arcforge.cli", "pretrain", "configs/smoke.yaml", "--run-dir",
-           str(run_dir)]
-    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "arcforge.cli",
+        "pretrain",
+        "configs/smoke.yaml",
+        "--run-dir",
+        str(run_dir),
+    ]
+    p = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     state = run_dir / "pretrain" / "state" / "trainer.json"
     deadline = time.time() + 300
     while time.time() < deadline and p.poll() is None and not state.exists():

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-SCRIPT = r'''
+SCRIPT = r"""
 import sys, torch
 from pathlib import Path
 from arcforge.config import OptimCfg
@@ -39,13 +39,18 @@ res = train_lm(model, phases, OptimCfg(lr=3e-3, warmup_steps=5), out,
 save_file({k: v.contiguous() for k, v in model.state_dict().items() if "lm_head" not in k},
           str(out / "final.safetensors"))
 print("resumed_from", res.resumed_from)
-'''
+"""
 
 
 def run(out: Path, kill_at: int | None = None) -> str:
     env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    p = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if kill_at is None:
         o, e = p.communicate(timeout=300)
         assert p.returncode == 0, e
@@ -77,5 +82,7 @@ def test_killed_and_resumed_equals_uninterrupted(tmp_path):
     wb = load_file(str(tmp_path / "b" / "final.safetensors"))
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], atol=1e-6, rtol=0)
-    steps = [json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert steps == sorted(set(steps)) and steps[-1] == 240
