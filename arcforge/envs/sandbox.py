@@ -29,6 +29,7 @@ site-packages directory read-only and point PYTHONPATH at it:
 
 from __future__ import annotations
 
+import os
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,42 @@ def available_backends() -> list[str]:
     return [*found, "local"]
 
 
+SANDBOX_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py")
+
+
 def host_site_packages() -> Path:
-    """The running interpreter's site-packages (bind it read-only to give sandboxes pytest)."""
-    return Path(sysconfig.get_paths()["purelib"])
+    """A world-readable copy of the packages sandboxed code needs (pytest and its deps).
+
+    Sandboxed commands run as an unprivileged uid that may not be able to traverse the path of
+    the running virtualenv (a checkout under a 0700 temporary directory, a home directory), so
+    the few pure-Python packages are copied once into a cache directory under the system temp
+    dir that every uid can read, keyed by the source site-packages and its pytest version.
+    Bind the result read-only (see the module docstring).
+    """
+    import hashlib
+    import shutil
+    import tempfile
+    from importlib.metadata import version
+
+    src = Path(sysconfig.get_paths()["purelib"])
+    key = hashlib.sha1(f"{src}:{version('pytest')}".encode()).hexdigest()[:12]
+    dest = Path(tempfile.gettempdir()) / f"arcforge-pysite-{key}"
+    if (dest / ".complete").exists():
+        return dest
+    tmp = Path(tempfile.mkdtemp(prefix="arcforge-pysite-", dir=dest.parent))
+    for entry in src.iterdir():
+        name = entry.name.split("-")[0].lower()
+        if entry.name in SANDBOX_PACKAGES or (entry.suffix == ".dist-info" and name in
+                                              {p.lower() for p in SANDBOX_PACKAGES}):
+            copy = shutil.copytree if entry.is_dir() else shutil.copy2
+            copy(entry, tmp / entry.name)
+    (tmp / ".complete").write_text("ok")
+    for root, _dirs, files in os.walk(tmp):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    try:
+        os.replace(tmp, dest)
+    except OSError:  # another process won the race: use its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest

@@ -47,11 +47,60 @@ class Problem:
 
     @property
     def reasoning(self) -> str:
-        return " ".join(s + "." for s in self.steps)
+        """Worked steps; a multi-digit operation is first worked column by column."""
+        return " ".join(column_work(s) + "." for s in self.steps)
 
     def worked_text(self) -> str:
         """The plain-text worked solution used in the pretraining corpus."""
         return f"Question: {self.question}\nSolution: {self.reasoning}\nAnswer: {self.answer}"
+
+
+def _digits(n: int) -> list[int]:
+    return [int(c) for c in reversed(str(n))]  # least significant first
+
+
+def _add_columns(a: int, b: int) -> list[str]:
+    da, db, carry, out = _digits(a), _digits(b), 0, []
+    for i in range(max(len(da), len(db))):
+        x, y = (da[i] if i < len(da) else 0), (db[i] if i < len(db) else 0)
+        terms = [str(x), str(y)] + (["1"] if carry else [])
+        total = x + y + carry
+        out.append(f"{' + '.join(terms)} = {total}")
+        carry = total // 10
+    return out
+
+
+def _sub_columns(a: int, b: int) -> list[str]:
+    da, db, borrow, out = _digits(a), _digits(b), 0, []
+    for i in range(len(da)):
+        x, y = da[i] - borrow, (db[i] if i < len(db) else 0)
+        borrow = 1 if x < y else 0
+        out.append(f"{x + 10 * borrow} - {y} = {x + 10 * borrow - y}")
+    return out
+
+
+def _mul_columns(a: int, b: int) -> list[str]:
+    out, carry = [], 0
+    for x in _digits(a):
+        total = x * b + carry
+        out.append(f"{x} * {b}" + (f" + {carry}" if carry else "") + f" = {total}")
+        carry = total // 10
+    return out
+
+
+def column_work(step: str) -> str:
+    """'589 + 623 = 1212' -> '9 + 3 = 12, 8 + 2 + 1 = 11, 5 + 6 + 1 = 12, so 589 + 623 = 1212'.
+
+    Columns run from the units digit up (carries and borrows written out), so a tiny model
+    learns multi-digit arithmetic from one-digit facts instead of memorising whole sums.
+    A step whose operands are both one digit stays as it is.
+    """
+    a_s, op, b_s, _, _ = step.split(" ")
+    a, b = int(a_s), int(b_s)
+    if a < 10 and b < 10:
+        return step
+    cols = {"+": _add_columns, "-": _sub_columns, "*": _mul_columns}[op](a, b)
+    return ", ".join(cols) + f", so {step}"
 
 
 def _operand(rng: random.Random, digits: int) -> int:

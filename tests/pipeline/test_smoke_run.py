@@ -14,7 +14,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["pretrain", "midtrain", "sft"]
+STAGES = ["pretrain", "midtrain", "sft", "rl", "distill"]
+SUPERVISED = ["pretrain", "midtrain", "sft"]
 
 
 def cli(*args: str, timeout: int = 400) -> subprocess.CompletedProcess:
@@ -50,7 +51,7 @@ def test_report_json_shape(smoke_run):
 
 
 def test_loss_is_finite_and_falls(smoke_run):
-    for stage in STAGES:
+    for stage in SUPERVISED:
         rows = [
             json.loads(x) for x in (smoke_run / stage / "metrics.jsonl").read_text().splitlines()
         ]
@@ -65,7 +66,7 @@ def test_loss_is_finite_and_falls(smoke_run):
 
 def test_checkpoints_load_with_transformers_and_differ(smoke_run):
     weights = []
-    for stage in STAGES:
+    for stage in SUPERVISED:
         ck = smoke_run / stage / "checkpoint"
         m = AutoModelForCausalLM.from_pretrained(ck)
         tok = AutoTokenizer.from_pretrained(ck)

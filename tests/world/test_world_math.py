@@ -32,3 +32,35 @@ def test_hard_problem_shape():
     p = make_problem(random.Random(0), "Ana", 3, 3)
     assert len(p.steps) == 3 and p.difficulty == 1.0
     assert p.worked_text().endswith(f"Answer: {p.answer}")
+
+
+def test_column_work_is_correct_and_assembles_the_result():
+    import random
+
+    from arcforge.world.mathgen import column_work
+
+    rng = random.Random(1)
+    for _ in range(300):
+        a, b = rng.randint(1, 9999), rng.randint(1, 999)
+        op = rng.choice("+-*")
+        if op == "-":
+            a, b = max(a, b), min(a, b)
+        if op == "*":
+            b = rng.randint(2, 9)
+        c = {"+": a + b, "-": a - b, "*": a * b}[op]
+        text = column_work(f"{a} {op} {b} = {c}")
+        assert text.endswith(f"{a} {op} {b} = {c}")
+        if a < 10 and b < 10:
+            continue
+        cols = text.split(", so ")[0].split(", ")
+        digits = []
+        for col in cols:  # every column equation is true arithmetic
+            lhs, rhs = col.split(" = ")
+            assert eval(lhs) == int(rhs)  # noqa: S307 - our own generated digits
+            digits.append(int(rhs))
+        # units first: each column leaves its last digit, the top column (add/mul) its whole value
+        if op == "-":
+            assembled = int("".join(str(d) for d in reversed(digits)))
+        else:
+            assembled = int(str(digits[-1]) + "".join(str(d % 10) for d in reversed(digits[:-1])))
+        assert assembled == c, text
