@@ -125,7 +125,7 @@ class ReportEnv:
         pass
 
 
-@pytest.mark.parametrize("budget, folded_kept", [(1100, True), (900, False)])
+@pytest.mark.parametrize("budget, folded_kept", [(1100, True), (960, False)])
 def test_agent_compacts_and_the_trajectory_stays_truthful(budget, folded_kept):
     tok = train_tokenizer([LONG, "Read report n. the report number", "I read report"], 400)
     task = Task("r-1", "chat", "Summarise the reports.")
