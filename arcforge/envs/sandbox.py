@@ -138,8 +138,9 @@ def host_site_packages() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="arcforge-pysite-", dir=dest.parent))
     for entry in src.iterdir():
         name = entry.name.split("-")[0].lower()
-        if entry.name in SANDBOX_PACKAGES or (entry.suffix == ".dist-info" and name in
-                                              {p.lower() for p in SANDBOX_PACKAGES}):
+        if entry.name in SANDBOX_PACKAGES or (
+            entry.suffix == ".dist-info" and name in {p.lower() for p in SANDBOX_PACKAGES}
+        ):
             copy = shutil.copytree if entry.is_dir() else shutil.copy2
             copy(entry, tmp / entry.name)
     (tmp / ".complete").write_text("ok")
