@@ -30,6 +30,7 @@ from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
 from arcforge.rewards.math import exact_match, math_reward
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.train.lm import HELDOUT_SEQ_LEN
 from arcforge.types import Message, Task
 
 LOWER_IS_BETTER = {"lm_loss"}
@@ -97,7 +98,7 @@ def _strip_end(text: str) -> str:
 def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     docs = ev.world.heldout_corpus()[: cfg.n]
     scores = []
-    seq_len = 128
+    seq_len = HELDOUT_SEQ_LEN
     with torch.inference_mode():
         for d in docs:
             ids = ev.tokenizer(d.text, add_special_tokens=False)["input_ids"][: seq_len + 1]
@@ -153,7 +154,7 @@ def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     ]
     outs = ev.complete(prompts, 12)
     scores, ex = [], []
-    for t, o in zip(tasks, outs):
+    for i, (t, o) in enumerate(zip(tasks, outs)):
         pred = _strip_end(o).splitlines()[0].strip() if _strip_end(o) else ""
         s = exact_match("Answer: " + pred, t.validation.answer or "")
         scores.append(s)
@@ -163,7 +164,7 @@ def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
                     "question": t.instruction[-200:],
                     "output": o,
                     "answer": t.validation.answer,
-                    "prompt_tokens": len(prompts[len(ex)]),
+                    "prompt_tokens": len(prompts[i]),
                 }
             )
     return SuiteOutput(scores, ex)

@@ -25,9 +25,6 @@ from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from arcforge.pipeline import RunContext
 
-HELDOUT_SEQ_LEN = 128  # fixed so held-out losses are comparable across stages
-
-
 # ---- world and tokenizer -------------------------------------------------------------------
 
 

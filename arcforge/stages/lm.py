@@ -23,11 +23,8 @@ from arcforge.errors import UserError
 from arcforge.model.checkpoint import save_checkpoint, set_max_positions, set_rope_theta
 from arcforge.pipeline import RunContext, register_stage
 from arcforge.stages.common import model_for_stage
-from arcforge.train.lm import heldout_loss, train_lm
+from arcforge.train.lm import HELDOUT_SEQ_LEN, heldout_loss, train_lm
 from arcforge.train.loop import Phase
-
-HELDOUT_SEQ_LEN = 128  # fixed so held-out losses are comparable across stages
-
 
 # ---- LM stages -----------------------------------------------------------------------------
 

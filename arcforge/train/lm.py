@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from arcforge.config import OptimCfg
 from arcforge.train.loop import LoopResult, Phase, train_loop
 
+HELDOUT_SEQ_LEN = 128  # held-out losses use one length so stages are comparable
+
 
 def lm_loss(model: torch.nn.Module, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Mean next-token cross-entropy over a packed (B, T+1) batch."""
