@@ -35,10 +35,10 @@ from arcforge.rollout.engine import Engine, SamplingParams
 from arcforge.train.loop import (
     MetricsLog,
     build_optimizer,
+    checkpoint_if_due,
     find_state,
     load_state,
     lr_at,
-    save_state,
 )
 from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
 from arcforge.train.rollout_batch import (
@@ -199,15 +199,16 @@ def train_distill(
             }
             rows.append(row)
             log.write(**row)
-            stop = stop_after is not None and done >= stop_after
-            if (done % cfg.checkpoint_every == 0 and done < cfg.steps) or stop:
-                save_state(
-                    out_dir / "state",
-                    student,
-                    opt,
-                    done,
-                    extra={"cursors": cursors, "engine_version": engine.version},
-                )
+            stop = checkpoint_if_due(
+                out_dir / "state",
+                student,
+                opt,
+                done,
+                cfg.steps,
+                cfg.checkpoint_every,
+                stop_after,
+                extra={"cursors": cursors, "engine_version": engine.version},
+            )
             bar.update(done, kl=row["kl_to_teacher"])
             if stop:
                 break

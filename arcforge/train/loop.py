@@ -122,6 +122,24 @@ def load_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     return json.loads((state_dir / "trainer.json").read_text())
 
 
+def checkpoint_if_due(
+    state_dir: Path,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    done: int,
+    total: int,
+    every: int,
+    stop_after: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> bool:
+    """Save the resumable state every `every` steps (not after the last one: the stage's
+    checkpoint follows) or when stopping early at `stop_after`; True when the loop must stop."""
+    stop = stop_after is not None and done >= stop_after
+    if (done % every == 0 and done < total) or stop:
+        save_state(state_dir, model, opt, done, extra)
+    return stop
+
+
 def find_state(out_dir: Path) -> Path | None:
     """The resumable state dir, recovering from a crash between the two renames."""
     state, old = out_dir / "state", out_dir / "state.old"
@@ -232,11 +250,11 @@ def train_loop(
             if heldout_fn and (done % heldout_every == 0 or done == total):
                 log.write(step=done, heldout_loss=heldout_fn(model), phase=phases[pi].name)
                 model.train()
-            if done % checkpoint_every == 0 and done < total:
-                save_state(out_dir / "state", model, opt, done)
+            stop = checkpoint_if_due(
+                out_dir / "state", model, opt, done, total, checkpoint_every, stop_after
+            )
             bar.update(done, loss=loss_ema)
-            if stop_after is not None and done >= stop_after:
-                save_state(out_dir / "state", model, opt, done)
+            if stop:
                 break
     model.eval()
     return LoopResult(

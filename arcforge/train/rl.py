@@ -48,10 +48,10 @@ from arcforge.rollout.engine import Completion, Engine, SamplingParams
 from arcforge.train.loop import (
     MetricsLog,
     build_optimizer,
+    checkpoint_if_due,
     find_state,
     load_state,
     lr_at,
-    save_state,
 )
 from arcforge.train.rollout_batch import (
     TokenBatch,
@@ -341,15 +341,16 @@ def train_rl(
             }
             rows.append(row)
             log.write(**row)  # every step: RL steps are few and each is costly
-            stop = stop_after is not None and done >= stop_after
-            if (done % cfg.checkpoint_every == 0 and done < cfg.steps) or stop:
-                save_state(
-                    out_dir / "state",
-                    model,
-                    opt,
-                    done,
-                    extra={"cursor": cursor, "engine_version": engine.version},
-                )
+            stop = checkpoint_if_due(
+                out_dir / "state",
+                model,
+                opt,
+                done,
+                cfg.steps,
+                cfg.checkpoint_every,
+                stop_after,
+                extra={"cursor": cursor, "engine_version": engine.version},
+            )
             bar.update(done, reward=row["reward_mean"])
             if stop:
                 break
