@@ -26,7 +26,13 @@ from typing import Any
 
 from arcforge.envs.base import StepResult, execute_calls
 from arcforge.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError
-from arcforge.envs.terminal_env import PYSITE, fenced_blocks, format_exec, open_task_sandbox
+from arcforge.envs.terminal_env import (
+    PYSITE,
+    fenced_blocks,
+    format_exec,
+    open_task_sandbox,
+    python_tool,
+)
 from arcforge.types import Message, Reward, Task, Tool
 
 JUNIT = "/grading/junit.xml"
@@ -128,17 +134,8 @@ class CodeEnv:
         self.close()
         self.task, self.final = task, ""
         self.sb = open_task_sandbox(self.backend, self.limits)
-        sb = self.sb
-
-        def run_python(code: str) -> str:
-            """Run a Python program in the sandbox and return what it printed.
-
-            Args:
-                code: the program source.
-            """
-            return format_exec(sb.exec("python3 -", stdin=code, timeout=self.tool_timeout))
-
-        self.tools = [Tool.from_function(run_python)]
+        summary = "Run a Python program in the sandbox and return what it printed."
+        self.tools = [python_tool(self.sb, self.tool_timeout, "run_python", summary)]
         return [Message("user", task.instruction)]
 
     def step(self, message: Message) -> StepResult:

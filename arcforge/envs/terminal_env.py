@@ -72,6 +72,16 @@ def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None =
     )  # fmt: skip
 
 
+def python_tool(sb: Sandbox, timeout: float, name: str, summary: str) -> Tool:
+    """A tool `name(code)` that runs a Python program in `sb` and returns what it printed."""
+
+    def run(code: str) -> str:
+        return format_exec(sb.exec("python3 -", stdin=code, timeout=timeout))
+
+    run.__doc__ = f"{summary}\n\nArgs:\n    code: the program source.\n"
+    return Tool.from_function(run, name=name)
+
+
 def sandbox_tools(sb: Sandbox, timeout: float) -> dict[str, Tool]:
     """bash, view_file, edit_file and search_code bound to one sandbox."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from arcforge.envs.base import StepResult, execute_calls
 from arcforge.envs.sandbox import Limits, Sandbox, open_sandbox
-from arcforge.envs.terminal_env import format_exec
+from arcforge.envs.terminal_env import python_tool
 from arcforge.rewards.math import extract_answer, math_reward
 from arcforge.types import Message, Reward, Task, Tool
 
@@ -43,17 +43,8 @@ class TIREnv:
         self.close()
         self.task, self.final = task, ""
         self.sb = open_sandbox(self.backend, limits=self.limits)
-        sb = self.sb
-
-        def python(code: str) -> str:
-            """Run a Python 3 program and return its output (print the values you need).
-
-            Args:
-                code: the program source.
-            """
-            return format_exec(sb.exec("python3 -", stdin=code, timeout=self.tool_timeout))
-
-        self.tools = [Tool.from_function(python)]
+        summary = "Run a Python 3 program and return its output (print the values you need)."
+        self.tools = [python_tool(self.sb, self.tool_timeout, "python", summary)]
         return [Message("user", f"{task.instruction}\n\n{SYSTEM_HINT}")]
 
     def step(self, message: Message) -> StepResult:
