@@ -2,7 +2,7 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := bubblewrap git
+APT_PACKAGES := bubblewrap git chromium fonts-dejavu-core
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test test-all lint bench clean

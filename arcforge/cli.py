@@ -3,6 +3,7 @@
     arcforge run [CONFIG] [a.b=value ...] [--run-dir DIR]   the whole pipeline (default: demo)
     arcforge world | pretrain | midtrain | sft [CONFIG] ...  the pipeline up to that stage
     arcforge eval CHECKPOINT|RUN_DIR [--suites ...]          the capability matrix
+    arcforge eval judge PROJECT_DIR --base-url URL --model M agent-as-a-judge of a web app
     arcforge report RUN_DIR                                  regenerate report.md/html/json
     arcforge chat CHECKPOINT                                 interactive chat (thinking, tools)
     arcforge serve CHECKPOINT                                OpenAI-compatible completions API
@@ -18,6 +19,7 @@ from pathlib import Path
 import typer
 
 from arcforge.errors import UserError
+from arcforge.synth.commands import register as _register_core_synth
 
 app = typer.Typer(
     add_completion=False,
@@ -95,6 +97,65 @@ def rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
 def distill(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
     """Run the pipeline up to and including the first distillation stage."""
     _run_until(args, run_dir, "distill")
+
+
+@app.command("agentic-rl")
+def agentic_rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first agentic RL stage (async rollout)."""
+    _run_until(args, run_dir, "agentic_rl")
+
+
+@app.command("general-rl")
+def general_rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+    """Run the pipeline up to and including the first general RL stage (hybrid reward)."""
+    _run_until(args, run_dir, "general_rl")
+
+
+@app.command("train-rm")
+def train_rm(
+    checkpoint: Path = typer.Argument(..., help="Causal-LM checkpoint the reward model starts at."),
+    out: Path = typer.Option(..., "--out", help="Reward model directory to write."),
+    source: list[str] = typer.Option(
+        ["world:preferences"],
+        "--source",
+        help="Preference pairs: world:preferences or jsonl:<file> of {prompt, chosen, rejected}.",
+    ),
+    heldout: str = typer.Option("world:preferences:test", help="Held-out pairs ('' for none)."),
+    config: Path = typer.Option(None, help="Run config whose world resolves world: sources."),
+    steps: int = typer.Option(150),
+    batch_size: int = typer.Option(16),
+    lr: float = typer.Option(5e-4),
+    max_len: int = typer.Option(256, help="Tokens kept per prompt + reply (the end is kept)."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Train an outcome reward model (scalar head, Bradley-Terry loss) on preference pairs."""
+    import json
+
+    from pydantic import ValidationError
+
+    from arcforge.train.reward_model import RewardModelCfg, train_rm_from_checkpoint
+
+    if not (checkpoint / "config.json").exists():
+        raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
+    try:
+        cfg = RewardModelCfg(
+            sources=[{"source": s} for s in source], heldout=heldout or None, steps=steps,
+            batch_size=batch_size, max_len=max_len, seed=seed,
+            optim={"lr": lr, "warmup_steps": min(10, steps // 5), "weight_decay": 0.0},
+        )  # fmt: skip
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise UserError(f"train-rm: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+    specs = [s.source for s in cfg.sources] + [heldout or ""]
+    if any(s.startswith("world:") for s in specs):
+        from arcforge.config import load_config
+        from arcforge.data.sources import register_world_resolver
+        from arcforge.stages import build_world_from_cfg, world_records
+
+        w = build_world_from_cfg(load_config(config))
+        register_world_resolver(lambda suite, split: world_records(w, suite, split))
+    summary = train_rm_from_checkpoint(checkpoint, cfg, out)
+    typer.echo(json.dumps({"out": str(out), **summary}, default=float))
 
 
 @app.command()
@@ -191,7 +252,7 @@ def serve(
     port: int = typer.Option(8000),
     precision: str = typer.Option("fp32", help="fp32, bf16 or int8 (simulated)."),
 ) -> None:
-    """Serve a checkpoint with an OpenAI-compatible /v1/completions API (token ids in and out)."""
+    """Serve a checkpoint: OpenAI-compatible /v1/completions (token ids) and /v1/chat/completions."""
     from arcforge.rollout.serve import serve as _serve
 
     if not (checkpoint / "config.json").exists():
@@ -244,8 +305,35 @@ def env_check(
     typer.echo(json.dumps(res, indent=1, default=str))
 
 
+@env_app.command("serve")
+def env_serve(
+    kinds: str = typer.Option(..., help="Comma-separated task kinds to serve, e.g. swe,terminal."),
+    config: Path = typer.Option(None, help="Run config whose world provides the environments."),
+    host: str = typer.Option("0.0.0.0"),
+    port: int = typer.Option(8100),
+    max_concurrency: int = typer.Option(16, help="Episodes open at once."),
+    name: str = typer.Option("", help="Service name (default: the kinds)."),
+) -> None:
+    """Serve environments over HTTP for agentic RL rollout workers (JSON protocol)."""
+    from arcforge.config import load_config
+    from arcforge.envs.registry import FACTORIES, env_factory
+    from arcforge.rollout.envservice import EnvHost, serve_env_host
+    from arcforge.stages import build_world_from_cfg
+
+    wanted = [k for k in kinds.split(",") if k]
+    bad = [k for k in wanted if k not in FACTORIES]
+    if not wanted or bad:
+        raise UserError(f"--kinds: unknown kind(s) {bad or wanted}; known: {sorted(FACTORIES)}")
+    if max_concurrency < 1:
+        raise UserError(f"--max-concurrency must be >= 1, got {max_concurrency}")
+    world = build_world_from_cfg(load_config(config))
+    env_host = EnvHost(env_factory(world), wanted, max_concurrency, name or "+".join(wanted))
+    serve_env_host(env_host, host, port)
+
+
 synth_app = typer.Typer(no_args_is_help=True, help="Data synthesis.")
 app.add_typer(synth_app, name="synth")
+_register_core_synth(synth_app)  # check-task, swe, terminal, export (arcforge/synth/commands.py)
 
 
 @synth_app.command("rejection")
@@ -294,7 +382,138 @@ def synth_rejection(
     typer.echo(json.dumps(res.counts))
 
 
+LLMUrlOpt = typer.Option(None, "--llm-url", help="OpenAI-compatible endpoint (arcforge serve).")
+LLMModelOpt = typer.Option("default", "--llm-model", help="Model name sent to the endpoint.")
+LLMKeyOpt = typer.Option("OPENAI_API_KEY", "--llm-key-env", help="Env variable with the API key.")
+WorldCfgOpt = typer.Option(None, "--config", help="Run config whose world is the input.")
+
+
+def _synth_world(config: Path | None):
+    from arcforge.config import load_config
+    from arcforge.stages import build_world_from_cfg
+
+    return build_world_from_cfg(load_config(config))
+
+
+@synth_app.command("search")
+def synth_search(
+    out: Path = typer.Option(..., "--out", help="Output dir (tasks, wkg, summary)."),
+    config: Path = WorldCfgOpt,
+    pages: Path = typer.Option(None, help="Pages JSONL ({id, title, text}) instead of the world."),
+    n: int = typer.Option(20, help="Search tasks wanted."),
+    attempts: int = typer.Option(2000, help="Path drafts sampled at most."),
+    hops: str = typer.Option("3,4", help="Comma-separated hop counts."),
+    paraphrase: bool = typer.Option(False, help="LLM paraphrase of template questions."),
+    llm_pages: int = typer.Option(0, help="Free-text pages sent to the LLM extractor (-1: all)."),
+    seed: int = typer.Option(0),
+    llm_url: str = LLMUrlOpt,
+    llm_model: str = LLMModelOpt,
+    llm_key_env: str = LLMKeyOpt,
+) -> None:
+    """Multi-hop search tasks from a web knowledge graph, filtered by difficulty and uniqueness."""
+    import json
+
+    from arcforge.synth.knowledge import load_pages, make_client, run_search
+    from arcforge.synth.search import SearchSynthConfig
+
+    try:
+        hop_list = tuple(int(h) for h in hops.split(","))
+    except ValueError:
+        raise UserError(f"--hops must be comma-separated integers, got {hops!r}") from None
+    cfg = SearchSynthConfig(n=n, attempts=attempts, hops=hop_list, paraphrase=paraphrase, seed=seed)
+    client = make_client(llm_url, llm_model, llm_key_env)
+    src = {"pages": load_pages(pages)} if pages else {"world": _synth_world(config)}
+    cap = None if llm_pages < 0 else llm_pages
+    summary = run_search(out, cfg=cfg, client=client, llm_pages=cap, **src)
+    typer.echo(json.dumps({"kept": summary["kept"], "hops": summary["hops"]}))
+
+
+@synth_app.command("abe")
+def synth_abe(
+    out: Path = typer.Option(..., "--out", help="Output directory (tasks.jsonl, summary.json)."),
+    config: Path = WorldCfgOpt,
+    descriptions: Path = typer.Option(None, help="Task descriptions (LLM route), not the world."),
+    n: int = typer.Option(20, help="Tool environments wanted."),
+    ops: str = typer.Option(
+        "generalize,add_parameters,generalize_types,distractors",
+        help="Complexity-scaling ops (each applied with p=0.5).",
+    ),
+    seed: int = typer.Option(0),
+    llm_url: str = LLMUrlOpt,
+    llm_model: str = LLMModelOpt,
+    llm_key_env: str = LLMKeyOpt,
+) -> None:
+    """ABE tool environments (four scenarios) deployed as local functions: Task(kind="abe")."""
+    import json
+
+    from arcforge.synth.knowledge import load_descriptions, make_client, run_abe
+
+    client = make_client(llm_url, llm_model, llm_key_env)
+    descs = load_descriptions(descriptions) if descriptions else None
+    world = None if descs is not None else _synth_world(config)
+    op_list = tuple(o for o in ops.split(",") if o)
+    summary = run_abe(out, n, seed, world, descs, client, op_list)
+    typer.echo(json.dumps({"kept": summary["kept"], "scenarios": summary["scenarios"]}))
+
+
+@synth_app.command("gem")
+def synth_gem(
+    out: Path = typer.Option(..., "--out", help="Output directory (sft.jsonl, summary.json)."),
+    config: Path = WorldCfgOpt,
+    texts: Path = typer.Option(None, help="JSONL with 'text', a .txt/.md file or a directory."),
+    limit: int = typer.Option(None, help="Texts to read at most."),
+    refine: bool = typer.Option(True, help="Refine the trajectories."),
+    llm_url: str = LLMUrlOpt,
+    llm_model: str = LLMModelOpt,
+    llm_key_env: str = LLMKeyOpt,
+) -> None:
+    """GEM: tool-use trajectories (SFT records) from texts that describe procedures."""
+    import json
+
+    from arcforge.synth.knowledge import load_texts, make_client, run_gem, world_texts
+
+    client = make_client(llm_url, llm_model, llm_key_env)
+    items = load_texts(texts) if texts else world_texts(_synth_world(config))
+    summary = run_gem(out, items, client, refine, limit)
+    dropped = {k: v["dropped"] for k, v in summary["steps"].items() if v["dropped"]}
+    typer.echo(json.dumps({"kept": summary["kept"], "dropped": dropped}))
+
+
+@app.command("eval-judge")
+def eval_judge(
+    projects: list[Path] = typer.Argument(..., help="Front-end project directories."),
+    checks: Path = typer.Option(None, help="checks.json (default: each project's own)."),
+    base_url: str = typer.Option(..., "--base-url", help="OpenAI-compatible judge endpoint."),
+    model: str = typer.Option(..., "--model", help="Judge model name."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", help="Env variable with the API key."),
+    out: Path = typer.Option(Path("runs/judge"), help="Screenshots and judge.json go here."),
+    max_turns: int = typer.Option(12, help="Judge turns per check item."),
+    native_tools: bool = typer.Option(False, help="Send tool schemas as OpenAI `tools`."),
+) -> None:
+    """Agent-as-a-judge (also `arcforge eval judge`): build, start, check items in Chromium."""
+    import json
+
+    from arcforge.eval.judge import judge_projects
+    from arcforge.llm import LLMClient
+
+    client = LLMClient(base_url, model, api_key_env=api_key_env)
+    reports, bsr = judge_projects(projects, client, checks, out, max_turns=max_turns,
+                                  native_tools=native_tools)  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"bsr": bsr, "projects": [r.to_dict() for r in reports]}
+    (out / "judge.json").write_text(json.dumps(summary, indent=1, default=str))
+    for r in reports:
+        for v in r.verdicts:
+            typer.echo(f"{r.project} [{v.check_id}] {v.verdict}: {v.reason}")
+    passed = sum(v.verdict == "PASS" for r in reports for v in r.verdicts)
+    total = sum(len(r.verdicts) for r in reports)
+    typer.echo(f"build success rate {bsr:.2f}; checks passed {passed}/{total}")
+    typer.echo(f"report: {out / 'judge.json'}")
+
+
 def main() -> None:
+    if sys.argv[1:3] == ["eval", "judge"]:  # `eval` is a command, so its `judge` is an alias
+        sys.argv[1:3] = ["eval-judge"]
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _quiet_transformers()
     try:

@@ -122,6 +122,10 @@ class EvalCfg(Strict):
     batch_size: int = Field(64, gt=0)
     seed: int = 1234
 
+    def n_for(self, suite: str) -> int:
+        """How many held-out tasks `suite` evaluates: `n_per_suite[suite]`, else `n`."""
+        return self.n_per_suite.get(suite, self.n)
+
 
 STAGE_CONFIGS: dict[str, type[StageCfg]] = {
     "pretrain": LMStageCfg,

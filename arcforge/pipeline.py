@@ -112,12 +112,14 @@ def run_pipeline(
 ) -> Path:
     """Run every stage (up to and including `until`), evaluate each checkpoint, write the report."""
     import arcforge.stages  # noqa: F401  (registers the stage runners)
+    from arcforge.data.sources import register_run_dir
     from arcforge.eval.harness import evaluate_run
     from arcforge.report import write_report
 
     run_dir = Path(run_dir or default_run_dir(cfg))
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_config(cfg))
+    register_run_dir(str(run_dir))  # `{run_dir}` in source paths
     ctx = RunContext(cfg, run_dir)
     ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
     ctx.tokenizer  # noqa: B018

@@ -58,6 +58,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "matrix": matrix,
         "stages": stages,
         "changes": changes(matrix, [s["name"] for s in stages]),
+        "forgetting": forgetting(matrix, stages),
     }
 
 
@@ -81,6 +82,45 @@ def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[s
                     "improved": better and sep,
                 }
             )
+    return out
+
+
+def _gain(suite: str, a: float, b: float) -> float:
+    """How much better b is than a (signs flipped for lower-is-better suites)."""
+    return a - b if suite in LOWER_IS_BETTER else b - a
+
+
+def forgetting(matrix: dict[str, dict[str, dict]], stages: list[dict]) -> list[dict[str, Any]]:
+    """Per suite: the best earlier stage versus the current one, and what distillation recovered.
+
+    "current" is the last evaluated stage that is not a distillation stage (e.g. general RL);
+    "best" the best-scoring stage before it; forgot = how much worse current is than best
+    (negative: no forgetting); with a distillation stage after current, recovered = how much
+    better its score is than current's. `beyond_ci`: the two 95% intervals do not overlap.
+    """
+    kinds = {s["name"]: s["kind"] for s in stages}
+    out = []
+    for suite, by in matrix.items():
+        seq = [s["name"] for s in stages if s["name"] in by]
+        plain = [n for n in seq if kinds[n] != "distill"]
+        if not plain or seq.index(plain[-1]) == 0:
+            continue
+        cur = plain[-1]
+        earlier = seq[: seq.index(cur)]
+        best = max(earlier, key=lambda n: _gain(suite, 0.0, by[n]["score"]))
+        rb, rc = by[best], by[cur]
+        row: dict[str, Any] = {
+            "suite": suite, "best_stage": best, "best": rb["score"], "current_stage": cur,
+            "current": rc["score"], "forgot": _gain(suite, rc["score"], rb["score"]),
+            "forgot_beyond_ci": rc["ci"][1] < rb["ci"][0] or rc["ci"][0] > rb["ci"][1],
+            "final_stage": None, "final": None, "recovered": None,
+        }  # fmt: skip
+        after = [n for n in seq[seq.index(cur) + 1 :] if kinds[n] == "distill"]
+        if after:
+            fin = after[-1]
+            row.update(final_stage=fin, final=by[fin]["score"],
+                       recovered=_gain(suite, rc["score"], by[fin]["score"]))  # fmt: skip
+        out.append(row)
     return out
 
 
@@ -177,6 +217,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
             f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | "
             f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"
         )
+    lines += _forgetting_md(rep.get("forgetting", []))
     lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
     for s in rep["stages"]:
         extra = {
@@ -192,6 +233,31 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}](plots/{p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _forgetting_md(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Forgetting",
+        "",
+        "Best earlier stage versus the current one (the last non-distillation stage), and what "
+        "distillation recovered. Forgot > 0: the current stage is worse (lm_loss: higher).",
+        "",
+        "| suite | best earlier | current | forgot | beyond 95% CI | after distillation | "
+        "recovered |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        fin = "–" if r["final_stage"] is None else f"{r['final']:.3f} ({r['final_stage']})"
+        rec = "–" if r["recovered"] is None else f"{r['recovered']:+.3f}"
+        out.append(
+            f"| {r['suite']} | {r['best']:.3f} ({r['best_stage']}) | "
+            f"{r['current']:.3f} ({r['current_stage']}) | {r['forgot']:+.3f} | "
+            f"{'yes' if r['forgot_beyond_ci'] else 'no'} | {fin} | {rec} |"
+        )
+    return out
 
 
 def render_html(md: str, plots: Path, names: list[str]) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 TaskKind = Literal[
-    "math", "code", "tir", "swe", "terminal", "search", "tool", "slides", "chat", "lm"
+    "math", "code", "tir", "swe", "terminal", "search", "tool", "abe", "slides", "chat", "lm"
 ]
 SegmentSource = Literal["model", "env", "template"]
 

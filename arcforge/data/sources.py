@@ -9,6 +9,7 @@ A source spec is a string:
 Each record is one of three shapes, told apart by its keys:
     {"messages": [...]}                 a chat (parsed with Message.from_dict)
     {"prompt": str, "answer": str}      a prompt with a checkable answer
+    {"prompt", "chosen", "rejected"}    a preference pair (prompt record; replies in `meta`)
     {"text": str}                       plain text (pretraining / mid-training)
 A Task record (`id`, `kind`, `instruction`, ...: DESIGN §1) is read as a prompt/answer record
 that keeps the Task. Other keys ride along in `Record.meta`.
@@ -115,6 +116,25 @@ def register_world_resolver(fn: WorldResolver | None) -> None:
     _world_resolver = fn
 
 
+_run_dir: str | None = None
+
+
+def register_run_dir(path: str | None) -> None:
+    """Set the directory `{run_dir}` in a source path expands to (the running pipeline's)."""
+    global _run_dir
+    _run_dir = None if path is None else str(path)
+
+
+def expand_run_dir(spec: str) -> str:
+    """`jsonl:{run_dir}/synth/rl_pool.jsonl` -> the path inside the current run's directory, so
+    a config can read what an earlier stage of the same run wrote, whatever `--run-dir` is."""
+    if "{run_dir}" not in spec:
+        return spec
+    if _run_dir is None:
+        raise DataError(f"source {spec!r}: {{run_dir}} is only known inside a pipeline run")
+    return spec.replace("{run_dir}", _run_dir)
+
+
 def parse_source(spec: str) -> Source:
     """Parse a source spec string; raises DataError naming the spec and the accepted forms."""
     kind, sep, rest = spec.partition(":")
@@ -166,6 +186,13 @@ def record_from_dict(d: Any, origin: str) -> Record:
                 raise ValueError(f"messages[{i}]: {e}") from e
         meta = {k: v for k, v in d.items() if k != "messages"}
         return Record(messages=parsed, origin=origin, meta=meta)
+    if "chosen" in d or "rejected" in d:  # a preference pair, for reward-model training
+        missing = [k for k in ("prompt", "chosen", "rejected") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"preference record is missing {missing[0]!r}")
+        meta = {k: v for k, v in d.items() if k != "prompt"}
+        meta.update(chosen=_scalar_str(d, "chosen"), rejected=_scalar_str(d, "rejected"))
+        return Record(prompt=_scalar_str(d, "prompt"), origin=origin, meta=meta)
     if "prompt" in d or "answer" in d:
         missing = [k for k in ("prompt", "answer") if d.get(k) is None]
         if missing:
@@ -255,7 +282,7 @@ def load_records(
     src = (
         spec
         if isinstance(spec, Source)
-        else parse_source(spec.source if isinstance(spec, SourceSpec) else spec)
+        else parse_source(expand_run_dir(spec.source if isinstance(spec, SourceSpec) else spec))
     )
     if src.kind == "world":
         resolver = world or _world_resolver

@@ -3,7 +3,9 @@
 Terminal-Bench (1): task.yaml (instruction, or descriptions[0].description), Dockerfile,
 run-tests.sh, solution.sh, tests/. Harbor (Terminal-Bench 2): task.toml, instruction.md,
 environment/Dockerfile, tests/test.sh (+ files), solution/solve.sh; the verdict is the number
-test.sh writes to /logs/verifier/reward.txt.
+test.sh writes to /logs/verifier/reward.txt. An optional environment/init.sh (what arcforge's
+terminal synthesis writes instead of a Dockerfile) runs after the Dockerfile replay, in the
+sandbox, before the agent starts.
 
 These tasks expect a container: cwd /app, tests in /tests, logs in /logs. Our bwrap sandbox
 gives /workspace (writable) and /grading (writable only to the grader), so every script and test
@@ -178,12 +180,14 @@ def adapt_test_script(text: str, imp: Import) -> str:
     out = []
     for line in rewrite_paths(text).replace("\\\n", " ").splitlines():
         s = line.strip()
-        s = re.sub(r"^uvx\s+(.*?)\bpytest\s+", "python3 -m pytest ", s)
-        s = re.sub(r"^(uv\s+run\s+)?pytest\s", "python3 -m pytest ", s)
+        # -P: like the `pytest` entry point, keep the cwd (/workspace) off sys.path, so a
+        # workspace pytest.py cannot stand in for pytest (the fake_output exploit probe)
+        s = re.sub(r"^uvx\s+(.*?)\bpytest\s+", "python3 -P -m pytest ", s)
+        s = re.sub(r"^(uv\s+run\s+)?pytest\s", "python3 -P -m pytest ", s)
         s = re.sub(r"\s--ctrf\s+\S+", "", s)
         if s and not s.startswith("#") and replay_run(s, imp) is None:
             continue
-        out.append(s if s.startswith("python3 -m pytest") else line)
+        out.append(s if s.startswith("python3 -P -m pytest") else line)
     return "\n".join(out) + "\n"
 
 
@@ -234,6 +238,8 @@ def import_harbor(root: str | Path) -> Task:
     imp = Import()
     if (root / "environment" / "Dockerfile").is_file():
         replay_dockerfile(root / "environment" / "Dockerfile", imp)
+    if (root / "environment" / "init.sh").is_file():  # our addition: setup run before the agent
+        imp.init.append(rewrite_paths((root / "environment" / "init.sh").read_text()))
     verify = adapt_test_script((root / "tests" / "test.sh").read_text(), imp)
     sol_path = root / "solution" / "solve.sh"
     md = spec.get("metadata", {})

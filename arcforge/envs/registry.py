@@ -58,6 +58,12 @@ def _tool(task: Task, world: Any, *, tools: dict | None = None, **kw: Any) -> En
     return ToolEnv(tools, **kw)
 
 
+def _abe(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.abe_env import ABEEnv
+
+    return ABEEnv(**kw)  # the task carries its own tools (context["abe"])
+
+
 def _tir(task: Task, world: Any, **kw: Any) -> Environment:
     from arcforge.envs.tir_env import TIREnv
 
@@ -84,15 +90,39 @@ def _swe(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environment
     return SWEEnv(repos, **kw)
 
 
+def _slides(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.slides import SlidesEnv  # needs playwright + chromium only when used
+
+    return SlidesEnv(**kw)
+
+
+def _chain(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.chain_env import ChainEnv
+
+    return ChainEnv(**kw)
+
+
+def _explore(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environment:
+    from arcforge.envs.explore_env import ExploreEnv
+
+    if repos is None:
+        repos = world.repos if world is not None else ()
+    return ExploreEnv(repos, **kw)
+
+
 # The sandboxed kinds import lazily: math/search/tool users need no sandbox.
 FACTORIES: dict[str, EnvFactory] = {
     "math": _math,
     "search": _search,
     "tool": _tool,
+    "abe": _abe,
     "tir": _tir,
     "code": _code,
     "terminal": _terminal,
     "swe": _swe,
+    "slides": _slides,
+    "chain": _chain,
+    "explore": _explore,
 }
 
 

@@ -11,6 +11,12 @@ between stages are differences between checkpoints.
                 tool call (success with real tools is measured by the environment suites)
 - long_context  a fact placed far back in a long document, asked for at the end (plain LM)
 - chat          instructions with checkable constraints, all satisfied = 1
+- general       the same held-out instructions scored by general RL's rule reward (gates:
+                format, required/forbidden content, JSON; then the share of constraints met)
+- general_loose instruction-level accuracy (IFEval's loose view): the share of constraints met
+                by any well-formed reply (format gate only), partial credit for weak models
+- backend, chained, explore
+                CC-Bench-style engineering suites (arcforge.eval.engineering)
 - tool, search, code, terminal, swe, tir
                 agent episodes in the real environments (arcforge.envs; code, terminal, swe
                 and tir run in the bwrap sandbox), reward = the environment's verdict
@@ -96,7 +102,7 @@ def _strip_end(text: str) -> str:
 
 
 def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-    docs = ev.world.heldout_corpus()[: cfg.n]
+    docs = ev.world.heldout_corpus()[: cfg.n_for("lm_loss")]
     scores = []
     seq_len = HELDOUT_SEQ_LEN
     with torch.inference_mode():
@@ -111,7 +117,7 @@ def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
 
 
 def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-    tasks = ev.world.tasks("reasoning", "test")[: cfg.n]
+    tasks = ev.world.tasks("reasoning", "test")[: cfg.n_for("reasoning")]
     outs = ev.chat(tasks, cfg.max_new_tokens)
     scores, ex = [], []
     for t, o in zip(tasks, outs):
@@ -126,7 +132,7 @@ def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
 
 
 def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-    tasks = ev.world.tasks("tool", "test")[: cfg.n]
+    tasks = ev.world.tasks("tool", "test")[: cfg.n_for("tool_format")]
     tools = ev.world.tools()
     outs = ev.chat(tasks, cfg.max_new_tokens, with_tools=True)
     scores, ex = [], []
@@ -147,7 +153,7 @@ def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
 
 
 def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-    tasks = ev.world.tasks("long_context", "test")[: cfg.n]
+    tasks = ev.world.tasks("long_context", "test")[: cfg.n_for("long_context")]
     prompts = [
         ev.tokenizer(t.instruction + "\nAnswer:", add_special_tokens=False)["input_ids"]
         for t in tasks
@@ -173,7 +179,7 @@ def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
 def suite_chat(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     from arcforge.world import check_constraints
 
-    tasks = ev.world.tasks("chat", "test")[: cfg.n]
+    tasks = ev.world.tasks("chat", "test")[: cfg.n_for("chat")]
     outs = ev.chat(tasks, cfg.max_new_tokens)
     scores, ex = [], []
     for t, o in zip(tasks, outs):
@@ -186,6 +192,30 @@ def suite_chat(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     return SuiteOutput(scores, ex)
 
 
+def _general_suite(
+    name: str, gates: tuple[str, ...]
+) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
+    """Held-out chat tasks scored by general RL's `rule_reward` with `gates`."""
+
+    def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+        from arcforge.rewards.rules import rule_reward
+
+        tasks = ev.world.tasks("chat", "test")[: cfg.n_for(name)]
+        outs = ev.chat(tasks, cfg.max_new_tokens)
+        scores, ex = [], []
+        for t, o in zip(tasks, outs):
+            p = parse_assistant(_strip_end(o))
+            r = rule_reward(p.content, t, gates=gates, parse_errors=p.errors,
+                            n_tool_calls=len(p.tool_calls))  # fmt: skip
+            scores.append(r.score)
+            if len(ex) < 3:
+                ex.append({"prompt": t.instruction, "output": o, "score": r.score,
+                           "gate_failed": r.details["gate_failed"]})  # fmt: skip
+        return SuiteOutput(scores, ex)
+
+    return run
+
+
 def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
     """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
 
@@ -196,7 +226,7 @@ def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, Eval
         from arcforge.rollout.agent import AgentConfig, run_episodes
 
         src = "reasoning" if suite == "tir" else suite
-        tasks = ev.world.tasks(src, "test")[: cfg.n_per_suite.get(suite, cfg.n)]
+        tasks = ev.world.tasks(src, "test")[: cfg.n_for(suite)]
         if kind:
             tasks = [replace(t, kind=kind) for t in tasks]
         budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
@@ -233,4 +263,15 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "terminal": _env_suite("terminal"),
     "swe": _env_suite("swe"),
     "tir": _env_suite("tir", kind="tir"),
+    "general": _general_suite("general", ("format", "required", "forbidden", "json")),
+    "general_loose": _general_suite("general_loose", ("format",)),
 }
+
+
+def _add_engineering_suites() -> None:
+    from arcforge.eval.engineering import ENGINEERING_SUITES
+
+    SUITES.update(ENGINEERING_SUITES)
+
+
+_add_engineering_suites()

@@ -8,6 +8,7 @@ content (reasoning stripped by the caller; tool calls are environments' business
     code                the hidden unit tests in a sandbox with a time limit
     exact               normalized exact match of the final answer
     reasoning_gym       the reasoning_gym dataset's own scorer on the final answer
+    slides              the HTML deck rendered in Chromium: static, runtime, visual levels
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def _reasoning_gym(reply: str, task: Task) -> Reward:
     return reasoning_gym_reward(answer, task)
 
 
+def _slides(reply: str, task: Task) -> Reward:
+    from arcforge.rewards.slides import deck_reward  # renders in Chromium: imported on use
+
+    return deck_reward(reply, task)
+
+
 REWARDS: dict[str, RewardFn] = {
     "math": _math,
     "tool": _math,
@@ -50,6 +57,7 @@ REWARDS: dict[str, RewardFn] = {
     "code": _code,
     "exact": _exact,
     "reasoning_gym": _reasoning_gym,
+    "slides": _slides,
 }
 
 

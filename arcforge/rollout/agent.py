@@ -12,7 +12,8 @@ TITO. The Trajectory's segments are the exact token stream the engine saw and pr
   (system, tool schemas, user text) and "template" segments (headers, separators), loss 0;
 - each completion is appended exactly as sampled, as one "model" segment with loss 1, the
   engine's logprobs and `policy_version` = `engine.version` read just before that generate call
-  (so a weight update between turns shows up as segments with different versions);
+  (so a weight update between turns shows up as segments with different versions), or the
+  `Completion.version` the engine reports (exact when other threads update the weights);
 - after each step only the new text is tokenized: `observation_spans` of the tool/user
   messages plus the next generation prompt, again as env/template segments with loss 0.
 So `trajectory.token_ids[:k]` is, at every turn, exactly the prompt that turn was fed.
@@ -205,6 +206,7 @@ def _step_env(ep: _Episode, msg: Message, errors: list[str]) -> tuple[list[Messa
 def _act(ep: _Episode, out: Completion, tok: Any, cfg: AgentConfig, version: int) -> None:
     """Append one sampled reply, run it in the environment, append the observation tokens."""
     n = len(out.token_ids)
+    version = version if out.version is None else out.version  # exact under concurrent updates
     ep.segments.append(Segment(list(out.token_ids), "model", [1] * n, list(out.logprobs), version))
     ep.turns += 1
     parsed = parse_assistant(tok.decode(out.token_ids, skip_special_tokens=False))

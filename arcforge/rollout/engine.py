@@ -76,6 +76,7 @@ class Completion:
     token_ids: list[int]
     logprobs: list[float]  # raw-logit logprob of each token in token_ids (see module docstring)
     finish_reason: FinishReason
+    version: int | None = None  # the weight version that sampled it, when the engine knows
 
 
 @runtime_checkable

@@ -6,9 +6,14 @@
   block means thinking is off for this reply. The reply is the template's own rendering of
   the scripted message (think block, content, tool calls, <|end|>) encoded span by span, i.e.
   exactly the ids a perfectly trained model would sample. Logprobs are 0.0 (a dummy).
-  `expert_script(task)` writes the expert's messages for math, tool and search tasks from the
-  task's oracle data (the reasoning, `metadata["calls"]`, the evidence pages, the answer), so
-  scripted experts act in the real environments and their episodes are real (SFT data).
+  `expert_script(task)` writes the expert's messages for every world kind (math, tool, search,
+  tir, code, terminal, swe) from the task's oracle data (the reasoning or steps,
+  `metadata["calls"]`, the evidence pages, the reference solution, the injected bug and its
+  original line), so scripted experts act in the real environments and their episodes are real
+  (SFT data, arcforge.synth.episodes). Each kind's expert looks before it acts (runs a check,
+  lists or reads the relevant files, views the buggy module) and thinks before every step, the
+  way the template demos of arcforge.world.demos do. Scripts are written up front: an expert
+  never reads its observations, so an episode is kept only when verify() says it worked.
 - `GarbageEngine` emits junk: random token ids (special tokens included), random bytes,
   truncated `<tool_call>{` JSON, well-formed calls to unknown tools or with wrong argument
   types, schema-valid calls with junk arguments (so tools really run), unclosed think blocks,
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 from typing import Any
 
@@ -176,26 +182,124 @@ def _search_script(task: Task) -> list[Message]:
     return out + [_call("answer", {"text": answer}, f"The pages show the answer is {answer}.")]
 
 
+def _tir_script(task: Task) -> list[Message]:
+    """Python does the arithmetic of the worked steps ("a op b = c"), then `Answer: N`."""
+    steps = task.metadata.get("steps")
+    if not steps:
+        raise ValueError(f"task {task.id} (tir) has no metadata['steps'] for the expert")
+    start = steps[0].split(" ")[0]
+    lines = [f"x = {start}"] + [f"x = x {s.split(' ')[1]} {s.split(' ')[2]}" for s in steps]
+    ops = ", then ".join(" ".join(s.split(" ")[1:3]) for s in steps)
+    note = f"Start from {start}, then {ops}. Python will do the arithmetic."
+    answer = str(task.validation.answer)
+    call = _call("python", {"code": "\n".join(lines + ["print(x)"]) + "\n"}, note)
+    final = Message("assistant", f"Answer: {answer}", reasoning=f"Python printed {answer}.")
+    return [call, final]
+
+
+_EXAMPLE = re.compile(r"For example, `([^`]+)` returns `([^`]+)`")
+
+
+def _code_script(task: Task) -> list[Message]:
+    """run_python the solution on the instruction's example, then the final ```python block."""
+    name, sol = task.metadata["entry_point"], task.metadata["solution"]
+    m = _EXAMPLE.search(task.instruction)
+    if m and not m.group(2).startswith("raises "):
+        check, seen = f"{sol}\nprint(repr({m.group(1)}))\n", f"The example gives {m.group(2)}."
+    else:
+        check, seen = f"{sol}\nprint({name!r}, 'defined')\n", f"{name} runs."
+    note = f"I will write {name} step by step and check it on the example."
+    final = Message("assistant", f"```python\n{sol}```", reasoning=f"{seen} That is the answer.")
+    return [_call("run_python", {"code": check}, note), final]
+
+
+# what the terminal expert looks at first, per world scenario family
+_LOOK = {"count_matching": "ls -R data", "sum_column": "cat sales.csv", "rename_ext": "ls docs",
+         "largest_file": "wc -c store/*/*", "extract_lines": "cat notes.txt",
+         "replace_word": "cat conf/*.cfg", "sort_by_prefix": "ls inbox"}  # fmt: skip
+
+
+def _terminal_script(task: Task) -> list[Message]:
+    """Look at the relevant files with bash, then answer with the oracle in a ```bash block
+    (TerminalEnv runs the final message's bash blocks)."""
+    look = _LOOK.get(task.metadata.get("family", ""), "ls -la")
+    first = _call("bash", {"command": look}, f"First I look at the files: `{look}`.")
+    script = task.metadata["solution"].strip()
+    final = Message("assistant", f"```bash\n{script}\n```",
+                    reasoning="A short shell pipeline does it.")  # fmt: skip
+    return [first, final]
+
+
+def _unique_old(source: str, line: int) -> str:
+    """The shortest text around `line` (1-based) of `source` that occurs exactly once in it."""
+    lines = source.splitlines()
+    target = lines[line - 1]
+    for cand in (target.strip(), target, "\n".join(lines[max(0, line - 2) : line])):
+        if cand and source.count(cand) == 1:
+            return cand
+    return "\n".join(lines[max(0, line - 3) : line + 1])
+
+
+def _swe_script(task: Task) -> list[Message]:
+    """view_file the buggy module, edit_file the line back, run_tests, then a short summary."""
+    bug = task.context["bug"]
+    path, line, fn = bug["path"], bug["line"], bug["function"]
+    old = _unique_old(bug["mutated"], line)
+    wrong, right = bug["mutated"].splitlines()[line - 1], task.metadata["original_line"]
+    i = old.rfind(wrong.strip())  # the bug line is the last line of `old`
+    new = old[:i] + right.strip() + old[i + len(wrong.strip()) :] if i >= 0 else right
+    tests = task.validation.fail_to_pass[0].split("::")[0] if task.validation.fail_to_pass else ""
+    return [
+        _call("view_file", {"path": path}, f"The issue is about `{fn}`, defined in {path}."),
+        _call("edit_file", {"path": path, "old": old, "new": new},
+              f"Line {line} of `{fn}` is wrong: `{wrong.strip()}`."),
+        _call("run_tests", {"path": tests}, f"Now the tests of `{fn}` should pass."),
+        Message("assistant", f"Fixed `{fn}` in {path}: line {line} now reads `{right.strip()}`.",
+                reasoning="The edit restores the intended behaviour."),
+    ]  # fmt: skip
+
+
+def _math_script(task: Task) -> list[Message]:
+    answer = str(task.validation.answer)
+    reasoning = task.metadata.get("reasoning") or f"The answer is {answer}."
+    return [Message("assistant", f"Answer: {answer}", reasoning=reasoning)]
+
+
+def _tool_script(task: Task) -> list[Message]:
+    answer = str(task.validation.answer)
+    calls = [_call(c["name"], dict(c["arguments"]), _note(c)) for c in task.metadata["calls"]]
+    final = Message("assistant", f"Answer: {answer}",
+                    reasoning=f"The tools show the answer is {answer}.")  # fmt: skip
+    return calls + [final]
+
+
+SCRIPTS = {"math": _math_script, "tool": _tool_script, "search": _search_script,
+           "tir": _tir_script, "code": _code_script, "terminal": _terminal_script,
+           "swe": _swe_script}  # fmt: skip
+
+
 def expert_script(task: Task) -> list[Message]:
-    """The scripted expert's assistant messages for a world math, tool or search task.
+    """The scripted expert's assistant messages for a world task of any kind in `SCRIPTS`.
 
     Raises:
-        ValueError: for other kinds (their experts live with their environments).
+        ValueError: for other kinds, or a task lacking the oracle data its kind needs.
     """
-    answer = str(task.validation.answer)
-    if task.kind == "math":
-        reasoning = task.metadata.get("reasoning") or f"The answer is {answer}."
-        return [Message("assistant", f"Answer: {answer}", reasoning=reasoning)]
-    if task.kind == "tool":
-        calls = [_call(c["name"], dict(c["arguments"]), _note(c)) for c in task.metadata["calls"]]
-        final = Message("assistant", f"Answer: {answer}",
-                        reasoning=f"The tools show the answer is {answer}.")  # fmt: skip
-        return calls + [final]
-    if task.kind == "search":
-        return _search_script(task)
-    raise ValueError(f"no scripted expert for task kind {task.kind!r} (math, tool, search)")
+    script = SCRIPTS.get(task.kind)
+    if script is None:
+        raise ValueError(f"no scripted expert for task kind {task.kind!r} ({', '.join(SCRIPTS)})")
+    return script(task)
+
+
+def opening_text(task: Task) -> str:
+    """The first user message text the task's environment opens with (what ScriptedEngine
+    keys its scripts by): the instruction, plus TIREnv's hint for tir tasks."""
+    if task.kind == "tir":
+        from arcforge.envs.tir_env import SYSTEM_HINT
+
+        return f"{task.instruction}\n\n{SYSTEM_HINT}"
+    return task.instruction
 
 
 def expert_engine(tokenizer: Any, tasks: list[Task]) -> ScriptedEngine:
     """A ScriptedEngine playing the expert on every task in `tasks`."""
-    return ScriptedEngine(tokenizer, {t.instruction: expert_script(t) for t in tasks})
+    return ScriptedEngine(tokenizer, {opening_text(t): expert_script(t) for t in tasks})

@@ -8,6 +8,12 @@ Routes:
                            choices[i]: index (= prompt * n + sample), text, token_ids (always),
                            logprobs {tokens, token_logprobs, top_logprobs, text_offset} when
                            `logprobs` is set, finish_reason ("stop" | "length").
+    POST /v1/chat/completions  messages (OpenAI shape; tool results as role "tool"), tools
+                           (OpenAI function schemas), max_tokens, temperature, top_p, n, seed,
+                           chat_template_kwargs {"enable_thinking": bool} (vLLM's switch).
+                           Rendered with arcforge's chat template (needs a tokenizer) and
+                           stopped at <|end|>; each reply is parsed back into content,
+                           reasoning_content and OpenAI `tool_calls` (see chat_serve.py).
     GET  /v1/models        the one served model.
     GET  /health           {"status": "ok", "version": <policy version>}.
     POST /update_weights   {"path": <safetensors file>, "version": int}: the weight-sync route
@@ -28,6 +34,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict
 
+from arcforge.rollout.chat_serve import add_chat_route
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 
 
@@ -148,6 +155,7 @@ def create_app(engine: LocalEngine, model_name: str, tokenizer: Any = None) -> F
             engine.load_weights(load_file(req.path), req.version)
         return {"status": "ok", "version": engine.version}
 
+    add_chat_route(app, engine, model_name, tokenizer, lock)
     return app
 
 

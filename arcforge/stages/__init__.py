@@ -4,7 +4,7 @@ Each module registers its runner with `arcforge.pipeline.register_stage(kind, ..
 new kind, its config class in `arcforge.config.STAGE_CONFIGS`.
 """
 
-from arcforge.stages import distill, lm, rl, sft  # noqa: F401
+from arcforge.stages import agentic_rl, distill, general_rl, lm, rl, sft, synth  # noqa: F401
 from arcforge.stages.common import (  # noqa: F401
     build_world_from_cfg,
     model_for_stage,

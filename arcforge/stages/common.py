@@ -44,8 +44,43 @@ def build_world_from_cfg(cfg: RunCfg):
     return build_world(wcfg)
 
 
-def world_records(world, suite: str, split: str | None) -> list[Record]:
-    """Resolve `world:<suite>[:split]` into records."""
+def episode_records(world, ctx: RunContext | None, suite: str, split: str | None) -> list[Record]:
+    """`world:episodes[/kind]`: scripted experts' verified episodes in the real environments,
+    on TRAIN tasks only, generated once per run with the run's tokenizer and cached in
+    RUN_DIR/world/episodes/ (counts: world.options.episodes, times world.scale). Episodes
+    get the eval agent's budgets (eval.max_turns, eval.max_new_tokens, the model context)."""
+    from arcforge.rollout.agent import AgentConfig
+    from arcforge.synth.episodes import KIND_SUITE, world_episodes
+
+    if split not in (None, "train"):
+        raise ConfigError(f"world:{suite}:{split}: expert episodes come from train tasks only")
+    if ctx is None:
+        raise ConfigError(f"world:{suite} needs a run (its tokenizer and run dir)")
+    kind = suite.split("/", 1)[1] if "/" in suite else None
+    if kind is not None and kind not in KIND_SUITE:
+        raise ConfigError(f"world:{suite}: unknown kind {kind!r}; known: {sorted(KIND_SUITE)}")
+    wc, ev = world.config, ctx.cfg.eval
+    counts = {k: wc.n(getattr(wc.episodes, k), 0) for k in KIND_SUITE}
+    acfg = AgentConfig(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens,
+                       context_budget=ctx.cfg.model.max_position_embeddings)  # fmt: skip
+    demos, stats = world_episodes(world, ctx.tokenizer, ctx.run_dir / "world" / "episodes",
+                                  counts, acfg, [kind] if kind else None, seed=wc.seed)  # fmt: skip
+    for k, st in stats.items():
+        if not st.get("cached"):
+            print(f"[world] expert episodes {k}: {st['conversations']}/"
+                  f"{st['conversations_requested']} conversations, rejected {st['rejected']}, "
+                  f"{st['seconds']:.0f}s")  # fmt: skip
+    return [Record(messages=d.messages, origin=f"world:episodes#{d.id}",
+                   meta={"tools": [t.name for t in d.tools], "mode": d.mode, "kind": d.kind,
+                         "tool_schemas": [t.schema()["function"] for t in d.tools]})
+            for d in demos]  # fmt: skip
+
+
+def world_records(world, suite: str, split: str | None, ctx: RunContext | None = None
+                  ) -> list[Record]:  # fmt: skip
+    """Resolve `world:<suite>[:split]` into records (`ctx`: the run, for `world:episodes`)."""
+    if suite == "episodes" or suite.startswith("episodes/"):
+        return episode_records(world, ctx, suite, split)
     if suite in ("corpus", "heldout"):
         docs = world.corpus() if suite == "corpus" else world.heldout_corpus()
         return [Record(text=d.text, origin=f"world:{suite}#{d.id}") for d in docs]
@@ -77,6 +112,15 @@ def world_records(world, suite: str, split: str | None) -> list[Record]:
             Record(text=synthetic_long_doc([it]), origin=f"world:long_context#{i}")
             for i, it in enumerate(items)
         ]
+    if suite == "preferences":  # chosen/rejected replies to chat tasks (reward-model training)
+        from arcforge.data.sources import record_from_dict
+        from arcforge.world.preferences import preference_pairs
+
+        tasks = world.tasks("chat", split or "train")
+        return [
+            record_from_dict(p.to_dict(), f"world:preferences#{p.id}")
+            for p in preference_pairs(tasks, world.config.seed, per_task=2)
+        ]
     if suite == "sft" or suite.startswith("sft/"):
         kind = suite.split("/", 1)[1] if "/" in suite else None
         return [
@@ -106,7 +150,7 @@ def prepare_world(ctx: RunContext):
         world = build_world_from_cfg(ctx.cfg)
         world.save(wdir)
         (wdir / "DONE").write_text("ok")
-    register_world_resolver(lambda suite, split: world_records(world, suite, split))
+    register_world_resolver(lambda suite, split: world_records(world, suite, split, ctx))
     return world
 
 

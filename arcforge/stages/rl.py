@@ -28,16 +28,26 @@ from arcforge.train.rl import (
 STAGE_CONFIGS["rl"] = RLStageCfg
 
 
-def load_prompt_records(sources: list[SourceCfg], seed: int, name: str) -> list[Record]:
-    """Prompt/answer records of every source, mixed by weight (as many as the sources hold)."""
+def in_band(record: Record, band: tuple[float, float] | None) -> bool:
+    """True when the record's task difficulty lies in `band` (or it has none, or no band)."""
+    d = record.task.difficulty if record.task is not None else None
+    return band is None or d is None or band[0] <= d <= band[1]
+
+
+def load_prompt_records(sources: list[SourceCfg], seed: int, name: str,
+                        band: tuple[float, float] | None = None) -> list[Record]:  # fmt: skip
+    """Prompt/answer records of every source inside the difficulty `band`, mixed by weight."""
     pools = []
     for s in sources:
         recs = (
             load_reasoning_gym(s.source) if is_reasoning_gym(s.source) else load_records(s.source)
         )
-        recs = [r for r in recs if r.prompt is not None]
+        recs = [r for r in recs if r.prompt is not None and in_band(r, band)]
         if not recs:
-            raise UserError(f"stage {name!r}: source {s.source!r} has no prompt/answer records")
+            why = f" in the difficulty band {list(band)}" if band else ""
+            raise UserError(
+                f"stage {name!r}: source {s.source!r} has no prompt/answer records{why}"
+            )
         pools.append((s.weight, recs))
     return mix(pools, sum(len(r) for _, r in pools), seed)
 
@@ -47,7 +57,7 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
     model = model_for_stage(ctx, stage)
-    records = load_prompt_records(stage.sources, stage.seed, stage.name)
+    records = load_prompt_records(stage.sources, stage.seed, stage.name, stage.difficulty)
     prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
     pad = tok.pad_token_id or 0
     engine = LocalEngine(

@@ -11,7 +11,7 @@ from arcforge.model.checkpoint import save_checkpoint
 from arcforge.pipeline import RunContext, register_stage
 from arcforge.stages.common import model_for_stage
 from arcforge.train.sft import Conversation, encode_conversations, train_sft
-from arcforge.types import Message
+from arcforge.types import Message, Tool
 
 # ---- SFT -----------------------------------------------------------------------------------
 
@@ -30,13 +30,14 @@ def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
                 ]
             names = r.meta.get("tools", [])
             mode = r.meta.get("mode")
-            convs.append(
-                Conversation(
-                    r.messages,
-                    [tools[n] for n in names if n in tools],
-                    True if mode == "preserved" else None,
-                )
+            # expert episodes carry their environment's tool schemas (bash, python, ...)
+            schemas = r.meta.get("tool_schemas")
+            offered = (
+                [Tool(t["name"], t["description"], t["parameters"]) for t in schemas]
+                if schemas
+                else [tools[n] for n in names if n in tools]
             )
+            convs.append(Conversation(r.messages, offered, True if mode == "preserved" else None))
     return convs
 
 

@@ -85,6 +85,10 @@ class RLStageCfg(StageCfg):
     micro_batch: int = Field(32, gt=0)
     max_refill_tries: int = Field(2, ge=0)
     thinking: bool = True  # render prompts with the thinking switch on
+    # difficulty filter: keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are
+    # kept). RL only learns where the policy is partly right (a group of all-0 rewards has no
+    # advantage), so the pool is cut to the band the starting checkpoint can partly solve.
+    difficulty: tuple[float, float] | None = None
 
 
 @dataclass

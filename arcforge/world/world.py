@@ -52,6 +52,19 @@ class DemoCounts:
 
 
 @dataclass
+class EpisodeCounts:
+    """SFT conversations per kind recorded from scripted experts acting in the real
+    environments (`world:episodes` sources, arcforge.synth.episodes; before `scale`)."""
+
+    tool: int = 120
+    search: int = 60
+    tir: int = 60
+    code: int = 40
+    terminal: int = 40
+    swe: int = 16
+
+
+@dataclass
 class WorldConfig:
     """Sizes for the ~20-minute CPU demo; `scale` multiplies entity, corpus, task, demo counts."""
 
@@ -73,6 +86,7 @@ class WorldConfig:
     long_context_chars: list[int] = field(default_factory=lambda: [1000, 2000, 4000])
     tasks: TaskCounts = field(default_factory=TaskCounts)
     demos: DemoCounts = field(default_factory=DemoCounts)
+    episodes: EpisodeCounts = field(default_factory=EpisodeCounts)
 
     def n(self, base: int, floor: int = 2) -> int:
         return max(floor, round(base * self.scale))
@@ -89,6 +103,7 @@ class WorldConfig:
         d = dict(d)
         d["tasks"] = TaskCounts(**{k: tuple(v) for k, v in d.get("tasks", {}).items()})
         d["demos"] = DemoCounts(**d.get("demos", {}))
+        d["episodes"] = EpisodeCounts(**d.get("episodes", {}))
         return cls(**d)
 
 

@@ -191,3 +191,19 @@ def test_mix_cycles_small_source_and_rounds_by_largest_remainder():
     assert a_texts == ["a0", "a0", "a1", "a1"]
     with pytest.raises(DataError, match="no records"):
         mix([(SourceSpec(source="jsonl:e"), [])], n=2, seed=0)
+
+
+def test_run_dir_placeholder_expands_to_the_registered_run(tmp_path):
+    import pytest
+
+    from arcforge.data.sources import DataError, load_records, register_run_dir
+
+    (tmp_path / "pool.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n')
+    register_run_dir(None)
+    with pytest.raises(DataError, match="run_dir"):
+        load_records("jsonl:{run_dir}/pool.jsonl")
+    register_run_dir(str(tmp_path))
+    try:
+        assert [r.answer for r in load_records("jsonl:{run_dir}/pool.jsonl")] == ["2"]
+    finally:
+        register_run_dir(None)

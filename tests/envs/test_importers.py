@@ -34,7 +34,7 @@ def test_terminal_bench_import_fields():
     assert "/workspace/output" in t.context["files"]["process_data.sh"]
     assert '"/workspace/process_data.sh"' in t.metadata["test_files"]["test_outputs.py"]
     verify = t.validation.verify_script
-    assert "python3 -m pytest $TEST_DIR/test_outputs.py -rA" in verify
+    assert "python3 -P -m pytest $TEST_DIR/test_outputs.py -rA" in verify
     assert "curl" not in verify and "uv " not in verify and not t.metadata["unsupported"]
     assert "./process_data.sh" in t.metadata["solution"]
 
@@ -44,7 +44,7 @@ def test_harbor_import_fields():
     assert t.id == "harbor:csv-to-json" and t.metadata["reward_file"].startswith("/grading/logs")
     assert t.context["files"]["data/sales.csv"].startswith("region,product,units")
     assert t.context["env"] == {"PYTHONDONTWRITEBYTECODE": "1"}
-    assert "python3 -m pytest /grading/tests/test_outputs.py -rA" in t.validation.verify_script
+    assert "python3 -P -m pytest /grading/tests/test_outputs.py -rA" in t.validation.verify_script
     assert "test.sh" not in t.metadata["test_files"] and t.metadata["verify_timeout"] == 120.0
 
 

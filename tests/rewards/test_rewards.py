@@ -47,7 +47,7 @@ def test_registry_routes_math_by_kind_and_rejects_unknown():
     assert score("so Answer: 0.75", t).score == 1.0
     assert score("Answer: 1/3", t).score == 0.0
     with pytest.raises(ValueError, match="no reward function"):
-        reward_fn_for(Task("x", "slides", "?"))
+        reward_fn_for(Task("x", "lm", "?"))
 
 
 @needs_bwrap

@@ -84,7 +84,7 @@ def test_registry_picks_the_environment_by_kind(world):
         for s in ("reasoning", "tool", "search")
     }
     assert kinds == {"reasoning": "MathEnv", "tool": "ToolEnv", "search": "SearchEnv"}
-    with pytest.raises(ValueError, match="no environment for kind 'slides'"):
-        make_env(Task("x", "slides", "make slides"), world)
+    with pytest.raises(ValueError, match="no environment for kind 'lm'"):
+        make_env(Task("x", "lm", "a pretraining document"), world)
     with pytest.raises(ValueError, match="needs a world"):
         make_env(world.tasks("tool")[0])

@@ -52,7 +52,9 @@ def test_column_work_is_correct_and_assembles_the_result():
         assert text.endswith(f"{a} {op} {b} = {c}")
         if a < 10 and b < 10:
             continue
-        cols = text.split(", so ")[0].split(", ")
+        head, _, work = text.split(", so ")[0].partition(": ")
+        assert head == f"{a} {op} {b}"  # the operation restated before its columns
+        cols = work.split(", ")
         digits = []
         for col in cols:  # every column equation is true arithmetic
             lhs, rhs = col.split(" = ")

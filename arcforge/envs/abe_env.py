@@ -1,0 +1,166 @@
+"""ABEEnv: a synthesized ABE tool environment, deployed as local Python functions.
+
+ABE (Automated Build Environments) turns each sub-question of a task into a documented tool
+and deploys the documents as local functions that answer consistently with the ground-truth
+sub-answers. Here the task carries everything in `task.context["abe"]`:
+- `tools`: OpenAI function schemas (what the model sees);
+- `records`: {"tool", "arguments", "result"} rows, the ground truth the functions answer from;
+- `required_calls`: the calls a correct solution makes ({"name", "arguments"}).
+`deploy_tools` builds one function per schema. A call is answered by the record of that tool
+whose arguments all match the call's (case- and space-insensitive); extra optional arguments
+(added by complexity scaling) do not change the answer; a list where the schema allows an array
+answers every element (a JSON object); anything else is an "error: no record ..." observation.
+Reward = (F1 of the calls made against the required calls + final-answer correctness) / 2;
+a list-valued call counts as one call per element. A multi-part answer ("A, B") is compared as
+a set of normalized parts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from arcforge.chat.validate import validate_call
+from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.search_env import normalize_answer
+from arcforge.rewards.math import extract_answer
+from arcforge.types import Message, Reward, Task, Tool, ToolCall
+
+
+def _norm(v: Any) -> str:
+    return " ".join(str(v).lower().split())
+
+
+def _fits(record_args: dict[str, Any], call_args: dict[str, Any]) -> bool:
+    return all(k in call_args and _norm(call_args[k]) == _norm(v) for k, v in record_args.items())
+
+
+def _array_params(schema: dict[str, Any]) -> set[str]:
+    props = (schema.get("parameters") or {}).get("properties") or {}
+    out = set()
+    for name, p in props.items():
+        t = p.get("type") if isinstance(p, dict) else None
+        if t == "array" or (isinstance(t, list) and "array" in t):
+            out.add(name)
+    return out
+
+
+def _make_fn(name: str, records: list[dict[str, Any]], arrays: set[str]):
+    rows = [r for r in records if r["tool"] == name]
+
+    def one(args: dict[str, Any]) -> str:
+        for r in rows:
+            if _fits(r["arguments"], args):
+                return str(r["result"])
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return f"error: no record found for {name}({shown})"
+
+    def fn(**kwargs: Any) -> str:
+        listed = [k for k, v in kwargs.items() if isinstance(v, list) and k in arrays]
+        if not listed:
+            return one(kwargs)
+        key = listed[0]
+        return json.dumps({str(v): one({**kwargs, key: v}) for v in kwargs[key]})
+
+    return fn
+
+
+def deploy_tools(spec: dict[str, Any]) -> dict[str, Tool]:
+    """Local tools from an ABE spec's schemas and records (see the module docstring)."""
+    tools: dict[str, Tool] = {}
+    for schema in spec.get("tools", []):
+        f = schema.get("function", schema)
+        if not isinstance(f, dict) or not f.get("name"):
+            raise ValueError(f"an ABE tool document needs function.name; got {schema!r}")
+        name = str(f["name"])
+        params = f.get("parameters") or {"type": "object", "properties": {}}
+        fn = _make_fn(name, spec.get("records", []), _array_params(f))
+        tools[name] = Tool(name, str(f.get("description", "")), params, fn)
+    return tools
+
+
+def expand_call(name: str, args: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A call with a list argument stands for one call per element."""
+    for k, v in args.items():
+        if isinstance(v, list):
+            return [(name, {**args, k: x}) for x in v]
+    return [(name, args)]
+
+
+def call_f1(made: list[tuple[str, dict[str, Any]]], required: list[dict[str, Any]]) -> dict:
+    """Precision / recall / F1 of calls made against required calls; each required call is
+    matched at most once by a made call with its name and (at least) its arguments."""
+    made = [c for name, args in made for c in expand_call(name, args)]
+    free = list(made)
+    tp = 0
+    for req in required:
+        hit = next((c for c in free if c[0] == req["name"] and _fits(req["arguments"], c[1])), None)
+        if hit is not None:
+            free.remove(hit)
+            tp += 1
+    p = tp / len(made) if made else 0.0
+    r = tp / len(required) if required else 1.0
+    f1 = 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": p, "recall": r, "f1": f1, "matched": tp}
+
+
+def answers_match(pred: str | None, ref: str) -> bool:
+    """Normalized equality, as sets of parts for a multi-part answer ("A, B" == "B and A")."""
+    if not pred:
+        return False
+
+    def parts(s: str) -> set[str]:
+        return {normalize_answer(x) for x in re.split(r",|;|\band\b", s) if normalize_answer(x)}
+
+    return parts(pred) == parts(ref)
+
+
+class ABEEnv:
+    """Environment over a task's deployed ABE tools; a reply without tool calls is the answer.
+
+    Args:
+        system_prompt: an optional system message.
+    """
+
+    def __init__(self, system_prompt: str | None = None) -> None:
+        self.system_prompt = system_prompt
+        self.tools: list[Tool] = []
+        self._task: Task | None = None
+        self._reply: str | None = None
+        self._calls: list[ToolCall] = []
+        self._valid: list[bool] = []
+
+    def reset(self, task: Task) -> list[Message]:
+        spec = task.context.get("abe")
+        if not isinstance(spec, dict) or task.validation.answer is None:
+            raise ValueError(f"task {task.id}: ABEEnv needs context['abe'] and validation.answer")
+        self.tools = list(deploy_tools(spec).values())
+        self._task, self._reply, self._calls, self._valid = task, None, [], []
+        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
+        return msgs + [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        if not message.tool_calls:
+            self._reply = message.content
+            return StepResult([], done=True)
+        by_name = {t.name: t for t in self.tools}
+        for call in message.tool_calls:
+            self._calls.append(call)
+            self._valid.append(validate_call(call, by_name) is None)
+        return StepResult(execute_calls(message, by_name), done=False)
+
+    def verify(self) -> Reward:
+        if self._task is None:
+            raise RuntimeError("ABEEnv.verify called before reset")
+        spec = self._task.context["abe"]
+        made = [(c.name, c.arguments) for c in self._calls]
+        calls = call_f1(made, spec.get("required_calls", []))
+        answer = extract_answer(self._reply) if self._reply is not None else None
+        correct = float(answers_match(answer, str(self._task.validation.answer)))
+        details = {"answer": answer, "correct": correct, **calls,
+                   "n_tool_calls": len(self._calls), "calls_valid": self._valid}  # fmt: skip
+        return Reward((calls["f1"] + correct) / 2, details)
+
+    def close(self) -> None:
+        pass

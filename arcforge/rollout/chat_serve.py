@@ -1,0 +1,140 @@
+"""`/v1/chat/completions` for `arcforge serve`: OpenAI chat messages in, parsed replies out.
+
+The request's messages (OpenAI shape: content strings or text parts, assistant `tool_calls`
+with JSON-string arguments, `reasoning_content`, role "tool" results) become arcforge
+`Message`s, are rendered with our chat template (tools from the request's OpenAI function
+schemas go into the system block) with the generation prompt, and sampled until <|end|>. Each
+reply is decoded with special tokens kept and parsed by `parse_assistant` into `content`,
+`reasoning_content` and OpenAI `tool_calls` (arguments as a JSON string), so any OpenAI client,
+including `arcforge.llm.LLMClient`, can drive a local checkpoint. Thinking follows vLLM's
+`chat_template_kwargs.enable_thinking` (default on, as the template's default). `max_tokens`
+is cut to the room left in the model's context (OpenAI's behaviour for an over-long request).
+
+Simplification: a malformed tool call in a reply is dropped from `tool_calls` (the parse
+errors are returned in a non-standard `arcforge_errors` field of the message) rather than
+failing the request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict
+
+from arcforge.chat import ThinkingConfig, parse_assistant, render_ids
+from arcforge.chat.tokens import END, EOS
+from arcforge.rollout.engine import SamplingParams
+from arcforge.types import Message, Tool
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    n: int = 1
+    seed: int | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+def _content_text(content: Any) -> str:
+    """OpenAI content: a string, None, or a list of {"type": "text", "text": ...} parts."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise ValueError(f"content must be a string or a list of text parts, got {type(content)}")
+
+
+def to_messages(raw: list[dict[str, Any]]) -> list[Message]:
+    """OpenAI chat messages -> arcforge Messages; ValueError names the bad message."""
+    out = []
+    for i, m in enumerate(raw):
+        try:
+            out.append(Message.from_dict({**m, "content": _content_text(m.get("content"))}))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"messages[{i}]: {err}") from None
+    return out
+
+
+def to_tools(raw: list[dict[str, Any]] | None) -> list[Tool] | None:
+    """OpenAI function-tool schemas -> Tools without callables (for rendering only)."""
+    if not raw:
+        return None
+    tools = []
+    for i, t in enumerate(raw):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise ValueError(f'tools[{i}]: expected {{"type": "function", "function": {{"name"...')
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        tools.append(Tool(fn["name"], fn.get("description", ""), params))
+    return tools
+
+
+def reply_message(text: str, k: int) -> tuple[dict[str, Any], bool]:
+    """One decoded reply -> (OpenAI assistant message, has tool calls)."""
+    parsed = parse_assistant(text)
+    msg: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    if parsed.reasoning is not None:
+        msg["reasoning_content"] = parsed.reasoning
+    if parsed.tool_calls:
+        msg["tool_calls"] = [
+            {"id": f"call_{k}_{j}", "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for j, c in enumerate(parsed.tool_calls)
+        ]  # fmt: skip
+    if parsed.errors:
+        msg["arcforge_errors"] = parsed.errors
+    return msg, bool(parsed.tool_calls)
+
+
+def context_length(engine: Any) -> int | None:
+    """The served model's max_position_embeddings, when the engine exposes its model."""
+    cfg = getattr(getattr(engine, "_master", None), "config", None)
+    return getattr(cfg, "max_position_embeddings", None)
+
+
+def add_chat_route(app: FastAPI, engine: Any, model_name: str, tokenizer: Any,
+                   lock: threading.Lock) -> None:  # fmt: skip
+    """Register POST /v1/chat/completions on `app` (shares the engine lock)."""
+
+    @app.post("/v1/chat/completions")
+    def chat_completions(req: ChatRequest) -> dict[str, Any]:
+        if tokenizer is None:
+            raise HTTPException(400, "chat completions need the checkpoint's tokenizer")
+        try:
+            messages, tools = to_messages(req.messages), to_tools(req.tools)
+            think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
+            prompt = render_ids(messages, tokenizer, tools, ThinkingConfig(enabled=think),
+                                add_generation_prompt=True).input_ids  # fmt: skip
+            room = (context_length(engine) or 1 << 30) - len(prompt)
+            if room < 1:
+                raise ValueError(f"the rendered prompt ({len(prompt)} tokens) fills the context")
+            stops = tuple(int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS))
+            params = SamplingParams(max_new_tokens=min(req.max_tokens, room), temperature=req.temperature,
+                                    top_p=req.top_p, top_k=max(req.top_k, 0),
+                                    stop_token_ids=stops, seed=req.seed, n=req.n)  # fmt: skip
+            with lock:
+                comps = engine.generate([prompt], params)
+        except ValueError as err:
+            raise HTTPException(400, str(err)) from err
+        choices = []
+        for k, c in enumerate(comps):
+            msg, calls = reply_message(tokenizer.decode(c.token_ids, skip_special_tokens=False), k)
+            finish = "tool_calls" if calls else c.finish_reason
+            choices.append({"index": k, "message": msg, "finish_reason": finish})
+        n_new = sum(len(c.token_ids) for c in comps)
+        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+                "created": int(time.time()), "model": model_name, "choices": choices,
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": n_new,
+                          "total_tokens": len(prompt) + n_new}}  # fmt: skip

@@ -1,0 +1,432 @@
+"""The multi-task rollout orchestrator: environment services, mixture control, staleness, retries.
+
+GLM-5 decouples rollout from training around a central orchestrator to which every task family
+registers as a service. This one is the bookkeeping core shared by every backend (threads in
+process, Ray actors): rollout workers `acquire` a job (a task to run `group_size` episodes of,
+on a service with free slots), run it with the agent loop, and report `complete` (a group of
+TITO Trajectories) or `fail`; the trainer takes batches with `next_batch` and announces each new
+weight version with `set_version`.
+
+Mixture control. Each batch holds exactly `quota_k` groups of kind k (largest-remainder
+rounding of the target weights; the constructor refuses a batch size whose rounding misses a
+weight by more than `tolerance`). Jobs are dispatched to the kind whose in-pipeline count
+(buffered + running + queued) is lowest relative to its quota, so a kind whose episodes take
+ten times longer simply gets ten times more concurrent jobs, and fast kinds wait in the buffer.
+
+Staleness. A job may start only while its kind is below its admission cap
+    consumed_k + live_k < quota_k * ((version + tau + 1) * sync_every - batches)   [per kind]
+i.e. no more is generated ahead than the trainer can consume before the version moves more than
+tau past it. tau = 0 and sync_every = 1 is therefore exactly synchronous RL (generate one batch,
+train, push, repeat). At delivery a group whose start version w0 (its oldest model segment) has
+`version - w0 > tau` is dropped and counted, and its slot is refilled.
+
+Reliability. A failed job (a worker or environment crash: `fail`, or a Trajectory finished with
+"error") is queued again at the front, preferring a service it has not failed on, up to
+`max_retries` times; then it is recorded in `failed` (never silently lost). Workers hold a
+`Lease` (job id + attempt): a result from a superseded attempt (a worker declared dead that
+comes back) is discarded, so nothing is delivered twice. `state()` / `restore()` capture the
+version, batch count, task cursors, buffered groups (with their versions) and the jobs still
+pending, so a resumed run redoes exactly the unfinished jobs and judges staleness as before.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from arcforge.errors import ConfigError
+from arcforge.rollout.envservice import EnvService
+from arcforge.types import Task, Trajectory
+
+
+class OrchestratorClosed(RuntimeError):
+    """The orchestrator was closed while a caller waited on it."""
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """Target share of each task kind in a batch; `tolerance` is the largest allowed deviation."""
+
+    weights: dict[str, float]
+    tolerance: float = 0.05
+
+    def quotas(self, groups: int) -> dict[str, int]:
+        """Groups of each kind in a batch of `groups` (largest remainder); ConfigError when the
+        rounding misses a weight by more than the tolerance."""
+        if not self.weights or any(w <= 0 for w in self.weights.values()):
+            raise ConfigError(f"mixture weights must be positive, got {self.weights}")
+        total = sum(self.weights.values())
+        share = {k: w / total for k, w in self.weights.items()}
+        exact = {k: s * groups for k, s in share.items()}
+        q = {k: int(x) for k, x in exact.items()}
+        by_remainder = sorted(exact, key=lambda k: exact[k] - q[k], reverse=True)
+        for k in by_remainder[: groups - sum(q.values())]:
+            q[k] += 1
+        worst = max(abs(q[k] / groups - share[k]) for k in q)
+        if worst > self.tolerance or min(q.values()) == 0:
+            raise ConfigError(
+                f"a batch of {groups} groups cannot hold the mixture {share} within "
+                f"{self.tolerance} (best split {q}); use a batch size that fits the weights"
+            )
+        return q
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a worker gets: run `group_size` episodes of `task` on `service`."""
+
+    job_id: int
+    attempt: int
+    kind: str
+    task: Task
+    service: EnvService
+    group_size: int
+    start_version: int
+
+
+@dataclass
+class Group:
+    """The delivered result of one job: `group_size` trajectories of one task."""
+
+    job_id: int
+    kind: str
+    task_id: str
+    trajectories: list[Trajectory]
+    start_version: int  # the oldest weight version any model token of the group came from
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "kind": self.kind, "task_id": self.task_id,
+                "trajectories": [t.to_dict() for t in self.trajectories],
+                "start_version": self.start_version, "attempts": self.attempts}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Group:
+        trajs = [Trajectory.from_dict(t) for t in d["trajectories"]]
+        return cls(d["job_id"], d["kind"], d["task_id"], trajs, d["start_version"], d["attempts"])
+
+
+@dataclass
+class Batch:
+    """What the trainer gets: the groups (quota per kind), the version they were judged at."""
+
+    groups: list[Group]
+    version: int
+    dropped_stale: int = 0  # groups dropped as over-stale while this batch was assembled
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        return [t for g in self.groups for t in g.trajectories]
+
+
+@dataclass
+class _Job:
+    id: int
+    kind: str
+    task: Task
+    attempt: int = 0
+    lease: Lease | None = None
+    failed_on: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def episode_error(trajs: list[Trajectory]) -> str | None:
+    """The environment error of the first trajectory that finished with "error", if any."""
+    for t in trajs:
+        if t.finish_reason == "error":
+            return str(t.reward_details.get("error", "environment error"))
+    return None
+
+
+class Orchestrator:
+    """See the module docstring.
+
+    Args:
+        pools: task kind -> its tasks (each kind's stream is a seeded permutation per epoch).
+        mixture: target share per kind (kinds absent from it are not dispatched).
+        groups_per_batch: groups in each delivered batch.
+        group_size: episodes per job (a GRPO group).
+        tau: the largest allowed version - start_version of a delivered group.
+        sync_every: trainer steps (batches) per weight version.
+        max_retries: retries of a failed job before it is recorded as failed.
+        seed: the task streams' seed.
+    """
+
+    def __init__(self, pools: dict[str, list[Task]], mixture: Mixture, groups_per_batch: int,
+                 group_size: int = 1, tau: int = 0, sync_every: int = 1, max_retries: int = 2,
+                 seed: int = 0) -> None:  # fmt: skip
+        self.quotas = mixture.quotas(groups_per_batch)
+        missing = sorted(k for k in self.quotas if not pools.get(k))
+        if missing:
+            raise ConfigError(f"the mixture names kind(s) {missing} with no tasks")
+        if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0:
+            raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0")
+        self.pools, self.B, self.G = pools, groups_per_batch, group_size
+        self.tau, self.K, self.max_retries, self.seed = tau, sync_every, max_retries, seed
+        self.services: list[EnvService] = []
+        self._cv = threading.Condition()
+        self._used: dict[str, int] = {}
+        self._queue: deque[_Job] = deque()
+        self._inflight: dict[int, _Job] = {}
+        self._buffer: list[Group] = []
+        self._perm: dict[tuple[str, int], list[int]] = {}
+        self._closed = False
+        self.version, self.batches, self.next_id = 0, 0, 0
+        self.cursor = {k: 0 for k in self.quotas}
+        self.failed: list[dict[str, Any]] = []
+        self.counts = {"dispatched": 0, "completed": 0, "retries": 0, "failed": 0,
+                       "dropped_stale": 0, "discarded_results": 0}  # fmt: skip
+
+    # ---- registration -------------------------------------------------------------------
+
+    def register(self, service: EnvService) -> None:
+        """Add an environment service; its slots are `max_concurrency` episodes."""
+        if service.max_concurrency < self.G:
+            raise ConfigError(f"service {service.name!r}: max_concurrency "
+                              f"{service.max_concurrency} < group_size {self.G}")  # fmt: skip
+        with self._cv:
+            if any(s.name == service.name for s in self.services):
+                raise ConfigError(f"a service named {service.name!r} is already registered")
+            self.services.append(service)
+            self._used[service.name] = 0
+            self._cv.notify_all()
+
+    def check_services(self) -> None:
+        """ConfigError naming every mixture kind that no registered service serves."""
+        missing = [k for k in self.quotas if not any(k in s.kinds for s in self.services)]
+        if missing:
+            names = {s.name: s.kinds for s in self.services}
+            raise ConfigError(f"no environment service serves kind(s) {missing}; services: {names}")
+
+    # ---- worker side --------------------------------------------------------------------
+
+    def acquire(self, worker: str = "", timeout: float | None = None) -> Lease | None:
+        """Block until a job may start; None when closed (or after `timeout` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while not self._closed:
+                lease = self._pick()
+                if lease is not None:
+                    return lease
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cv.wait(left)
+            return None
+
+    def complete(self, lease: Lease, trajectories: list[Trajectory]) -> bool:
+        """Deliver a job's group into the buffer; False when the lease is stale (discarded)."""
+        err = episode_error(trajectories)
+        if err is not None:
+            self.fail(lease, err)
+            return False
+        with self._cv:
+            job = self._take(lease)
+            if job is None:
+                self.counts["discarded_results"] += 1
+                return False
+            for t in trajectories:
+                t.group_id = f"{lease.task.id}#{lease.job_id}"
+            started = [t.start_version for t in trajectories if any(
+                s.source == "model" for s in t.segments)]  # fmt: skip
+            start = min(started) if started else lease.start_version
+            self._buffer.append(Group(job.id, job.kind, job.task.id, list(trajectories), start,
+                                      job.attempt + 1))  # fmt: skip
+            self.counts["completed"] += 1
+            self._cv.notify_all()
+            return True
+
+    def fail(self, lease: Lease, reason: str) -> None:
+        """A worker or environment crashed on `lease`: retry it elsewhere (bounded)."""
+        with self._cv:
+            job = self._take(lease)
+            if job is None:
+                return
+            job.failed_on.append(lease.service.name)
+            job.errors.append(reason)
+            if job.attempt >= self.max_retries:
+                self.counts["failed"] += 1
+                self.failed.append({"job_id": job.id, "task_id": job.task.id, "kind": job.kind,
+                                    "errors": list(job.errors)})  # fmt: skip
+            else:
+                job.attempt += 1
+                self.counts["retries"] += 1
+                self._queue.appendleft(job)
+            self._cv.notify_all()
+
+    def _take(self, lease: Lease) -> _Job | None:
+        job = self._inflight.get(lease.job_id)
+        if job is None or job.attempt != lease.attempt:
+            return None
+        del self._inflight[lease.job_id]
+        self._used[lease.service.name] -= self.G
+        job.lease = None
+        return job
+
+    # ---- dispatch -----------------------------------------------------------------------
+
+    def _live(self, kind: str) -> int:
+        jobs = list(self._inflight.values()) + list(self._queue)
+        return sum(g.kind == kind for g in self._buffer) + sum(j.kind == kind for j in jobs)
+
+    def _room(self, kind: str) -> bool:
+        cap = self.quotas[kind] * ((self.version + self.tau + 1) * self.K - self.batches)
+        return self._live(kind) < cap
+
+    def _service(self, kind: str, avoid: list[str]) -> EnvService | None:
+        serving = [s for s in self.services if kind in s.kinds]
+        fresh = [s for s in serving if s.name not in avoid] or serving  # "elsewhere" if possible
+        free = [s for s in fresh if self._used[s.name] + self.G <= s.max_concurrency]
+        return min(free, key=lambda s: self._used[s.name], default=None)
+
+    def _start(self, job: _Job, service: EnvService) -> Lease:
+        self._used[service.name] += self.G
+        job.lease = Lease(job.id, job.attempt, job.kind, job.task, service, self.G, self.version)
+        self._inflight[job.id] = job
+        self.counts["dispatched"] += 1
+        return job.lease
+
+    def _next_task(self, kind: str) -> Task:
+        pool = self.pools[kind]
+        epoch, j = divmod(self.cursor[kind], len(pool))
+        key = (kind, epoch)
+        if key not in self._perm:
+            self._perm = {k: v for k, v in self._perm.items() if k[0] != kind}
+            order = list(range(len(pool)))
+            Random(self.seed * 1_000_003 + epoch * 7919 + zlib.crc32(kind.encode())).shuffle(order)
+            self._perm[key] = order
+        self.cursor[kind] += 1
+        return pool[self._perm[key][j]]
+
+    def _pick(self) -> Lease | None:
+        for job in list(self._queue):  # retries and restored jobs first: already admitted
+            svc = self._service(job.kind, job.failed_on)
+            if svc is not None:
+                self._queue.remove(job)
+                return self._start(job, svc)
+        order = sorted(self.quotas, key=lambda k: self._live(k) / self.quotas[k])
+        for kind in order:
+            if not self._room(kind):
+                continue
+            svc = self._service(kind, [])
+            if svc is not None:
+                job = _Job(self.next_id, kind, self._next_task(kind))
+                self.next_id += 1
+                return self._start(job, svc)
+        return None
+
+    # ---- trainer side -------------------------------------------------------------------
+
+    def set_version(self, version: int) -> None:
+        """The engines now hold weight `version`: admission moves on, staleness is judged here."""
+        with self._cv:
+            self.version = version
+            self._cv.notify_all()
+
+    def _drop_stale(self) -> int:
+        stale = [g for g in self._buffer if self.version - g.start_version > self.tau]
+        if stale:
+            self._buffer = [g for g in self._buffer if g not in stale]
+            self.counts["dropped_stale"] += len(stale)
+            self._cv.notify_all()
+        return len(stale)
+
+    def _oldest_first(self, kind: str) -> list[Group]:
+        groups = [g for g in self._buffer if g.kind == kind]
+        return sorted(groups, key=lambda g: (g.start_version, g.job_id))
+
+    def ready(self) -> dict[str, int]:
+        """Buffered groups per kind (not yet judged for staleness)."""
+        with self._cv:
+            return {k: sum(g.kind == k for g in self._buffer) for k in self.quotas}
+
+    def next_batch(self, timeout: float | None = None) -> Batch:
+        """Block until every kind has its quota of fresh groups; oldest groups go first.
+
+        Raises:
+            TimeoutError: after `timeout` seconds, saying what is buffered, running and failed.
+            OrchestratorClosed: when closed while waiting.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        dropped = 0
+        with self._cv:
+            while True:
+                dropped += self._drop_stale()
+                have = {k: self._oldest_first(k) for k in self.quotas}
+                if all(len(have[k]) >= q for k, q in self.quotas.items()):
+                    groups = [g for k, q in self.quotas.items() for g in have[k][:q]]
+                    taken = {id(g) for g in groups}
+                    self._buffer = [g for g in self._buffer if id(g) not in taken]
+                    self.batches += 1
+                    self._cv.notify_all()
+                    return Batch(groups, self.version, dropped)
+                if self._closed:
+                    raise OrchestratorClosed("the orchestrator was closed")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(
+                        f"no batch within {timeout:.0f}s: buffered "
+                        f"{ {k: len(v) for k, v in have.items()} } of quotas {self.quotas}, "
+                        f"{len(self._inflight)} running, {len(self._queue)} queued, "
+                        f"{len(self.failed)} failed, services {[s.name for s in self.services]}"
+                    )
+                self._cv.wait(left)
+
+    def close(self) -> None:
+        """Wake every waiter; acquire returns None and next_batch raises from now on."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+
+    # ---- checkpoint ---------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able snapshot: versions, cursors, buffered groups, pending jobs, counters
+        (values JSON cannot hold, e.g. in reward details, become strings)."""
+        with self._cv:
+            pending = list(self._inflight.values()) + list(self._queue)
+            state = {
+                "version": self.version, "batches": self.batches, "next_id": self.next_id,
+                "cursor": dict(self.cursor), "counts": dict(self.counts),
+                "failed": list(self.failed),
+                "buffer": [g.to_dict() for g in self._buffer],
+                "pending": [{"id": j.id, "kind": j.kind, "task": j.task.to_dict(),
+                             "attempt": j.attempt, "failed_on": j.failed_on, "errors": j.errors}
+                            for j in sorted(pending, key=lambda j: j.id)],
+            }  # fmt: skip
+        return json.loads(json.dumps(state, default=str))
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from `state()`: pending jobs are queued again (their work is redone)."""
+        with self._cv:
+            self.version, self.batches = int(state["version"]), int(state["batches"])
+            self.next_id = int(state["next_id"])
+            self.cursor.update({k: int(v) for k, v in state["cursor"].items()})
+            self.counts.update(state["counts"])
+            self.failed = list(state["failed"])
+            self._buffer = [Group.from_dict(g) for g in state["buffer"]]
+            self._inflight.clear()
+            self._used = {k: 0 for k in self._used}
+            self._queue = deque(
+                _Job(p["id"], p["kind"], Task.from_dict(p["task"]), p["attempt"],
+                     None, list(p["failed_on"]), list(p["errors"]))
+                for p in state["pending"]
+            )  # fmt: skip
+            self._cv.notify_all()
+
+    def inject(self, group: Group) -> None:
+        """Put an externally produced group into the buffer (replay, or a restored sample)."""
+        with self._cv:
+            self._buffer.append(group)
+            self._cv.notify_all()
+
+    def stats(self) -> dict[str, Any]:
+        with self._cv:
+            return {**self.counts, "buffered": len(self._buffer), "running": len(self._inflight),
+                    "queued": len(self._queue), "version": self.version}  # fmt: skip

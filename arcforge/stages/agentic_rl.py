@@ -1,0 +1,108 @@
+"""Agentic-RL stage runner: task sources -> orchestrator + environment services -> rollout
+workers (threads or Ray actors) -> `train_async_rl` -> checkpoint.
+
+Each source (`world:swe`, `world:terminal`, `world:search`, `world:tool`, `jsonl:tasks.jsonl`,
+...) contributes its tasks to the pool of their kind, and its weight to that kind's share of
+every batch (a source holding several kinds splits its weight by task count). Environments:
+the `services` of the config (HTTP env services started elsewhere with `arcforge env serve`),
+else one in-process service per kind over the world's environments (`make_env`), or, with
+backend "ray", one EnvHost actor per kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from arcforge.config import STAGE_CONFIGS
+from arcforge.data.sources import load_records
+from arcforge.envs.registry import FACTORIES, env_factory
+from arcforge.errors import UserError
+from arcforge.model.checkpoint import save_checkpoint
+from arcforge.pipeline import RunContext, register_stage
+from arcforge.rollout.envservice import EnvServiceError, http_service, local_service
+from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.stages.common import model_for_stage
+from arcforge.train.async_rl import AgenticRLStageCfg, train_async_rl
+from arcforge.types import Task
+
+STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
+
+
+def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[str, float]]:
+    """Tasks per kind and the mixture weight of each kind, from the stage's sources."""
+    pools: dict[str, list[Task]] = {}
+    weights: Counter[str] = Counter()
+    for s in stage.sources:
+        tasks = [r.task for r in load_records(s.source) if r.task is not None]
+        if not tasks:
+            raise UserError(f"stage {stage.name!r}: source {s.source!r} holds no tasks")
+        kinds = Counter(t.kind for t in tasks)
+        bad = sorted(k for k in kinds if k not in FACTORIES)
+        if bad:
+            raise UserError(f"stage {stage.name!r}: source {s.source!r} has task kind(s) {bad} "
+                            f"with no environment; known: {sorted(FACTORIES)}")  # fmt: skip
+        for t in tasks:
+            pools.setdefault(t.kind, []).append(t)
+        for k, n in kinds.items():
+            weights[k] += s.weight * n / len(tasks)
+    return pools, dict(weights)
+
+
+def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
+    if stage.services:
+        try:
+            return [http_service(s.url, s.timeout) for s in stage.services]
+        except EnvServiceError as err:
+            raise UserError(f"stage {stage.name!r}: {err}") from None
+    factory = env_factory(world)
+    if stage.backend == "ray":
+        from arcforge.rollout.ray_backend import ray_env_service
+
+        return [ray_env_service(k, [k], factory, stage.env_concurrency) for k in kinds]
+    return [local_service(k, [k], factory, stage.env_concurrency) for k in kinds]
+
+
+@register_stage("agentic_rl")
+def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -> dict:
+    tok, world = ctx.tokenizer, ctx.world
+    model = model_for_stage(ctx, stage)
+    pools, weights = task_pools(stage)
+    orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
+                        stage.group_size, stage.tau, stage.sync_every, stage.max_retries,
+                        stage.seed)  # fmt: skip
+    pad = tok.pad_token_id or 0
+    if stage.backend == "ray":
+        from arcforge.rollout.ray_backend import RayWorkers, init_ray
+
+        init_ray(stage.ray_address, num_cpus=None)
+        workers = RayWorkers(orch, model, tok, stage.agent(), stage.workers, pad_token_id=pad,
+                             precision=stage.engine_precision)  # fmt: skip
+    else:
+        from arcforge.rollout.engine import LocalEngine
+        from arcforge.rollout.workers import LocalWorkers
+
+        engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
+                             max_batch=max(64, stage.workers * stage.group_size))  # fmt: skip
+        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers)
+    for svc in _services(stage, sorted(weights), world):
+        orch.register(svc)
+    rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
+                          desc=f"agentic rl {stage.name}")  # fmt: skip
+    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    k = max(1, len(rows) // 5)
+    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
+    last = rows[-1] if rows else {}
+    return {
+        "steps": stage.steps,
+        "mixture": {kind: round(w / sum(weights.values()), 3) for kind, w in weights.items()},
+        "reward_first": mean(rows[:k], "reward_mean"),
+        "reward_last": mean(rows[-k:], "reward_mean"),
+        "dropped_stale": last.get("dropped_stale", 0),
+        "retries": last.get("retries", 0),
+        "failed": last.get("failed", 0),
+        "overlong": sum(r.get("overlong", 0) for r in rows),
+        "partial": sum(r.get("partial", 0) for r in rows),
+        "idle_frac": last.get("idle_frac", 0.0),
+        "trajectories_per_s": last.get("trajectories_per_s", 0.0),
+    }

@@ -1,0 +1,125 @@
+"""General-RL stage runner: chat/instruction prompts + anchors -> hybrid reward -> `train_rl`.
+
+Order of work: the starting policy (previous stage's checkpoint); the ORM (a saved one from
+`orm.path`, else trained from the starting checkpoint on `orm.train.sources` into
+`<stage>/orm/`, reused when a rerun finds it finished); the GRM when `grm` names an endpoint;
+the prompt pool (the stage's sources plus the human anchors); then the GRPO loop of
+`arcforge.train.rl` with `hybrid_scorer` and, with anchors on, `AnchorEngine`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from pathlib import Path
+
+from arcforge.config import STAGE_CONFIGS
+from arcforge.model.checkpoint import save_checkpoint
+from arcforge.pipeline import RunContext, register_stage
+from arcforge.rewards.anchors import anchor_tasks
+from arcforge.rewards.hybrid import HybridReward
+from arcforge.rewards.orm import RewardModel
+from arcforge.rollout.engine import LocalEngine
+from arcforge.stages.common import model_for_stage
+from arcforge.stages.rl import load_prompt_records
+from arcforge.train.general_rl import (
+    AnchorEngine,
+    GeneralRLStageCfg,
+    anchor_prompts,
+    anchor_reply_ids,
+    hybrid_scorer,
+    mix_anchors,
+)
+from arcforge.train.reward_model import load_pairs, pairs_from_records, train_reward_model
+from arcforge.train.rl import prompt_from_record, stop_token_ids, train_rl
+
+STAGE_CONFIGS["general_rl"] = GeneralRLStageCfg
+
+
+def stage_orm(stage: GeneralRLStageCfg, policy, tokenizer, out: Path) -> RewardModel | None:
+    """The stage's ORM: loaded from orm.path or out/orm, else trained from the policy's weights."""
+    if stage.orm is None:
+        return None
+    if stage.orm.path:
+        return RewardModel.load(stage.orm.path)
+    if (out / "orm" / "DONE").exists():
+        return RewardModel.load(out / "orm")
+    if stage.orm.train is None:
+        return None
+    from arcforge.data.sources import load_records
+
+    cfg = stage.orm.train
+    pairs = load_pairs(cfg.sources)
+    held = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
+    rm = RewardModel(copy.deepcopy(policy), tokenizer, cfg.max_len)
+    train_reward_model(rm, pairs, cfg, out / "orm", held, desc=f"orm {stage.name}")
+    rm.save(out / "orm")
+    (out / "orm" / "DONE").write_text("ok\n")
+    return rm
+
+
+def stage_grm(stage: GeneralRLStageCfg):
+    if stage.grm is None:
+        return None
+    from arcforge.llm import LLMClient
+    from arcforge.rewards.grm import GenerativeRM
+
+    g = stage.grm
+    client = LLMClient(g.base_url, g.model, g.api_key_env, timeout=g.timeout)
+    return GenerativeRM(client, k=g.k, retries=g.retries, temperature=g.temperature,
+                        max_tokens=g.max_tokens, seed=stage.seed, workers=g.workers)  # fmt: skip
+
+
+def _sum_log(path: Path) -> Counter:
+    total: Counter = Counter()
+    if path.exists():
+        for ln in path.read_text().splitlines():
+            row = json.loads(ln)
+            total.update({k: v for k, v in row.items() if isinstance(v, int)})
+    return total
+
+
+@register_stage("general_rl")
+def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -> dict:
+    tok = ctx.tokenizer
+    ctx.world  # noqa: B018  (registers the world: resolver)
+    model = model_for_stage(ctx, stage)
+    orm = stage_orm(stage, model, tok, out)
+    hybrid = HybridReward(stage.reward, orm, stage_grm(stage))
+    records = load_prompt_records(stage.sources, stage.seed, stage.name)
+    prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
+    pad = tok.pad_token_id or 0
+    engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
+                         max_batch=max(64, stage.prompts_per_step * stage.group_size))  # fmt: skip
+    n_anchor = 0
+    if stage.anchors.enabled:
+        anchors = anchor_prompts(tok, anchor_tasks(stage.anchors.path), stage.thinking)
+        n_anchor = len(anchors)
+        prompts = mix_anchors(prompts, anchors, stage.anchors.weight)
+        replies = {tuple(a.ids): anchor_reply_ids(tok, a.task.metadata["anchor"], stage.thinking)
+                   for a in anchors}  # fmt: skip
+        engine = AnchorEngine(engine, model, replies)
+    log = out / "reward.jsonl"
+    rows = train_rl(model, engine, prompts, hybrid_scorer(tok, hybrid, log), stage, out,
+                    pad_id=pad, stop_ids=stop_token_ids(tok), desc=f"general_rl {stage.name}")  # fmt: skip
+    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    k = max(1, len(rows) // 5)
+    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
+    counts = _sum_log(log)
+    return {
+        "steps": stage.steps,
+        "prompts": len(prompts),
+        "anchor_prompts": n_anchor,
+        "anchors_injected": getattr(engine, "injected", 0),
+        "reward_first": mean(rows[:k], "reward_mean"),
+        "reward_last": mean(rows[-k:], "reward_mean"),
+        "gated_frac": counts["gated"] / max(1, counts["scored"]),
+        "disagreements": counts["disagree"],
+        "grm_failed": counts["grm_failed"],
+        "orm_heldout_accuracy": (orm.meta.get("training") or {}).get("heldout_accuracy")
+        if orm is not None
+        else None,
+        "dropped_uniform": sum(r["dropped_uniform"] for r in rows),
+        "tokens_per_s": mean(rows, "tokens_per_s"),
+    }

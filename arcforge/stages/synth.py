@@ -1,0 +1,130 @@
+"""The `synth` stage: agentic data synthesis on the world, feeding later SFT / agentic RL stages.
+
+What it does, in `RUN_DIR/<stage>/`:
+- swe/: each of the first `swe_repos` world repositories is written as a git repo and gets up
+  to `swe_bugs` synthetic bugs (AST mutations kept when they break a test, validated `runs`
+  times in the sandbox) -> swe/instances.jsonl (SWE-bench shape);
+- terminal/: when `terminal_seeds` > 0, the world's terminal tasks seed LLM-driven terminal
+  synthesis against an OpenAI-compatible endpoint: `llm.base_url`, or `llm.checkpoint` (a stage
+  of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
+- rl_pool.jsonl: every accepted task as a Task record (task + env config + verifier), readable
+  as `jsonl:RUN_DIR/<stage>/rl_pool.jsonl` by the agentic RL stage;
+- the returned metrics: per-step counts of both pipelines.
+A tiny demo checkpoint mostly writes unusable JSON; its drafts are dropped and counted, which
+is the honest outcome. The stage trains nothing and writes no checkpoint (eval: false).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from arcforge.config import STAGE_CONFIGS, StageCfg, Strict
+from arcforge.pipeline import RunContext, register_stage
+
+
+class SynthLLMCfg(Strict):
+    base_url: str | None = None
+    model: str = "arcforge"
+    checkpoint: str | None = None  # a stage name of this run (or a path), served in-process
+    api_key_env: str | None = "OPENAI_API_KEY"
+
+
+class SynthStageCfg(StageCfg):
+    """Agentic synthesis on the world (see the module docstring)."""
+
+    kind: Literal["synth"]
+    eval: bool = False
+    swe_repos: int = Field(2, ge=0)
+    swe_bugs: int = Field(4, ge=0)
+    terminal_seeds: int = Field(0, ge=0)
+    terminal_variants: int = Field(2, gt=0)
+    runs: int = Field(3, gt=0)
+    refine_runs: int = Field(5, gt=0)
+    workers: int = Field(2, gt=0)
+    backend: str = "bwrap"
+    llm: SynthLLMCfg = SynthLLMCfg()
+
+
+STAGE_CONFIGS["synth"] = SynthStageCfg
+
+
+def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
+    from arcforge.synth.export import load_tasks
+    from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
+
+    tasks, counts = [], {}
+    cfg = SWESynthConfig(runs=stage.runs, backend=stage.backend, workers=stage.workers,
+                         max_bugs=stage.swe_bugs, seed=stage.seed)  # fmt: skip
+    for repo in ctx.world.repos[: stage.swe_repos]:
+        src = out / "swe" / "repos" / repo.name
+        if not (src / ".git").exists():
+            repo.materialize(src, git=True)
+        recs, path = synthesize_bugs(src, out / "swe" / repo.name, cfg)
+        tasks += load_tasks(path) if recs else []
+        summary = json.loads((out / "swe" / repo.name / "summary.json").read_text())
+        counts[repo.name] = {s["step"]: {"in": s["in"], "out": s["out"], "dropped": s["dropped"]}
+                             for s in summary["steps"]}  # fmt: skip
+    return tasks, counts
+
+
+def _llm(ctx: RunContext, stage: SynthStageCfg):
+    """(LLMClient, stop callback) for the configured endpoint or in-process checkpoint."""
+    from arcforge.llm import LLMClient
+
+    c = stage.llm
+    if c.base_url:
+        return LLMClient(c.base_url, c.model, c.api_key_env), lambda: None
+    from arcforge.model.checkpoint import load_model
+    from arcforge.replay import serve_in_thread
+    from arcforge.rollout.engine import LocalEngine
+    from arcforge.rollout.serve import create_app
+
+    names = [s.name for s in ctx.cfg.stages]
+    ref = c.checkpoint or names[max(0, names.index(stage.name) - 1)]
+    ckpt = ctx.checkpoint(ref) if ref in names else Path(ref)
+    tok = ctx.tokenizer
+    engine = LocalEngine(load_model(ckpt), pad_token_id=tok.pad_token_id or 0)
+    server, thread, url = serve_in_thread(create_app(engine, ref, tok))
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+    return LLMClient(url, ref, api_key_env=None, max_retries=1), stop
+
+
+def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
+    from arcforge.synth.export import load_tasks
+    from arcforge.synth.terminal import TerminalSynthConfig, synthesize_terminal
+
+    seeds = [t.instruction for t in ctx.world.tasks("terminal", "train")[: stage.terminal_seeds]]
+    llm, stop = _llm(ctx, stage)
+    try:
+        cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants,
+                                  runs=stage.refine_runs, workers=stage.workers,
+                                  backend=stage.backend)  # fmt: skip
+        recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds)
+    finally:
+        stop()
+    summary = json.loads((out / "terminal" / "summary.json").read_text())
+    counts = {s["step"]: {"in": s["in"], "out": s["out"], "dropped": s["dropped"]}
+              for s in summary["steps"]}  # fmt: skip
+    return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
+
+
+@register_stage("synth")
+def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[str, Any]:
+    from arcforge.synth.export import export_rl_pool
+
+    out.mkdir(parents=True, exist_ok=True)
+    swe_tasks, swe_counts = (
+        _swe(ctx, stage, out) if stage.swe_repos and stage.swe_bugs else ([], {})
+    )
+    term_tasks, term_counts = _terminal(ctx, stage, out) if stage.terminal_seeds else ([], {})
+    pool = export_rl_pool(swe_tasks + term_tasks, out / "rl_pool.jsonl", stage.backend)
+    return {"swe_instances": len(swe_tasks), "terminal_tasks": len(term_tasks),
+            "rl_pool": pool["out"], "swe": swe_counts, "terminal": term_counts}  # fmt: skip

@@ -1,0 +1,213 @@
+"""CLI subcommands of `arcforge synth` for the core producers (registered by arcforge/cli.py):
+
+    arcforge synth check-task TASK          stability + exploit probes -> JSON verdict
+    arcforge synth swe --repo PATH ...      SWE instances from a git repo (fix commits, SWE-bench
+                                            records, or synthetic AST-mutation bugs)
+    arcforge synth terminal ...             terminal tasks from seeds or web pages via an LLM
+    arcforge synth export ...               SFT JSONL / RL task pool from synthesized tasks
+
+They live here, not in cli.py, so the synthesis helpers can grow without touching the shared
+entry point; heavy imports stay inside the functions so `arcforge --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from arcforge.errors import UserError
+
+
+def check_task_cmd(
+    task: Path = typer.Argument(
+        ...,
+        help="A Harbor / Terminal-Bench task dir, a Task JSON(L) file, or a SWE-bench "
+        "instance JSONL whose record carries repo_path.",
+    ),
+    runs: int = typer.Option(3, help="Fresh episodes for the oracle and the empty solution."),
+    probes: str = typer.Option("", help="Comma-separated probe names (default: all)."),
+    backend: str = typer.Option("bwrap", help="Sandbox backend: bwrap or docker."),
+) -> None:
+    """Check a task's verifier: oracle passes n/n, empty fails n/n, no exploit probe fools it."""
+    from arcforge.synth.checktask import check_task_exploits
+
+    if not task.exists():
+        raise UserError(f"task not found: {task}")
+    names = [p.strip() for p in probes.split(",") if p.strip()] or None
+    try:
+        res = check_task_exploits(task, runs=runs, backend=backend, probes=names)
+    except (ValueError, json.JSONDecodeError) as err:
+        raise UserError(f"{task}: {err}") from None
+    typer.echo(json.dumps(res, indent=1))
+
+
+LLMUrl = typer.Option("", "--llm-url", help="OpenAI-compatible endpoint (e.g. arcforge serve).")
+LLMModel = typer.Option("arcforge", "--llm-model", help="Model name sent to the endpoint.")
+LLMKey = typer.Option("OPENAI_API_KEY", "--llm-key-env", help="Env var holding the API key.")
+
+
+def make_llm(url: str, model: str, key_env: str):
+    """An LLMClient when --llm-url is given, else None."""
+    from arcforge.llm import LLMClient
+
+    return LLMClient(url, model, api_key_env=key_env or None) if url else None
+
+
+def _summary(out: Path) -> dict:
+    data = json.loads((out / "summary.json").read_text())
+    return {s["step"]: {k: s[k] for k in ("in", "out", "dropped")} for s in data["steps"]}
+
+
+def swe_cmd(
+    repo: Path = typer.Option(..., "--repo", help="A local git repository with pytest tests."),
+    out: Path = typer.Option(..., "--out", help="Output dir (instances.jsonl, summary.json)."),
+    records: Path = typer.Option(
+        None, help="SWE-bench style JSONL (base_commit, patch, test_patch) instead of commits."
+    ),
+    bugs: int = typer.Option(0, help="Synthesize this many AST-mutation bugs instead."),
+    runs: int = typer.Option(3, help="Test runs per repository state (flaky tests dropped)."),
+    workers: int = typer.Option(2, help="Candidates validated in parallel."),
+    max_commits: int = typer.Option(200, help="Newest commits scanned for fixes."),
+    timeout: float = typer.Option(300, help="Seconds per pytest run."),
+    seed: int = typer.Option(0, help="Seed of the mutant choice."),
+    backend: str = typer.Option("bwrap", help="Sandbox backend."),
+    llm_url: str = LLMUrl,
+    llm_model: str = LLMModel,
+    llm_key_env: str = LLMKey,
+) -> None:
+    """SWE-bench-style instances from a git repo: fix commits (or records) or synthetic bugs."""
+    from arcforge.synth.swe import SWESynthConfig, synthesize_bugs, synthesize_from_repo
+
+    if records is not None and not records.is_file():
+        raise UserError(f"--records {records}: no such file")
+    if runs < 1 or bugs < 0:
+        raise UserError("--runs must be >= 1 and --bugs >= 0")
+    cfg = SWESynthConfig(runs=runs, backend=backend, timeout=timeout, workers=workers,
+                         llm=make_llm(llm_url, llm_model, llm_key_env),
+                         max_commits=max_commits, max_bugs=bugs, seed=seed)  # fmt: skip
+    if bugs:
+        recs, path = synthesize_bugs(repo, out, cfg)
+    else:
+        recs, path = synthesize_from_repo(repo, out, cfg, records)
+    typer.echo(json.dumps({"instances": len(recs), "out": str(path), "steps": _summary(out)}))
+
+
+def _lines(path: Path | None) -> list[str]:
+    """Seeds: one per line, or JSONL objects with an "instruction"."""
+    if path is None:
+        return []
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        s = line.strip()
+        if s.startswith("{"):
+            try:
+                s = json.loads(s)["instruction"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise UserError(
+                    f'{path}:{n}: expected a line of text or {{"instruction"}}'
+                ) from None
+        if s:
+            out.append(s)
+    return out
+
+
+def _pages(path: Path | None) -> list[dict]:
+    """Web pages: JSONL of {url, title, text | html}."""
+    if path is None:
+        return []
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            page = json.loads(line)
+        except json.JSONDecodeError:
+            page = None
+        if not isinstance(page, dict) or not isinstance(page.get("text") or page.get("html"), str):
+            raise UserError(f'{path}:{n}: expected {{"url", "title", "text"}}')
+        out.append(page)
+    return out
+
+
+def terminal_cmd(
+    out: Path = typer.Option(..., "--out", help="Output dir (tasks/, journals, summary.json)."),
+    seed: list[str] = typer.Option([], "--seed", help="A seed task instruction (repeatable)."),
+    seeds: Path = typer.Option(None, help="File of seeds: one per line or JSONL {instruction}."),
+    pages: Path = typer.Option(None, help="JSONL of web pages {url, title, text|html}."),
+    world_seeds: int = typer.Option(0, help="Also take N terminal tasks of the world as seeds."),
+    config: Path = typer.Option(None, help="Run config whose world gives --world-seeds."),
+    n: int = typer.Option(5, help="Variants drafted per seed."),
+    repair_rounds: int = typer.Option(3, help="Self-repair rounds per task."),
+    runs: int = typer.Option(5, help="Refine runs: oracle n/n, empty 0/n."),
+    probes: str = typer.Option("", help="Comma-separated probes for refine (default: all)."),
+    workers: int = typer.Option(2),
+    backend: str = typer.Option("bwrap", help="Sandbox backend."),
+    llm_url: str = LLMUrl,
+    llm_model: str = LLMModel,
+    llm_key_env: str = LLMKey,
+) -> None:
+    """Terminal tasks (Harbor dirs) from seeds and web pages: LLM drafts, construction agent,
+    self-repair, refine (stability + exploit probes)."""
+    from arcforge.synth.terminal import TerminalSynthConfig, synthesize_terminal
+
+    if not llm_url:
+        raise UserError("synth terminal needs an LLM: pass --llm-url (e.g. of `arcforge serve`)")
+    all_seeds = list(seed) + _lines(seeds)
+    if world_seeds:
+        from arcforge.config import load_config
+        from arcforge.stages import build_world_from_cfg
+
+        w = build_world_from_cfg(load_config(config))
+        all_seeds += [t.instruction for t in w.tasks("terminal", "train")[:world_seeds]]
+    all_pages = _pages(pages)
+    if not all_seeds and not all_pages:
+        raise UserError("give seeds (--seed, --seeds, --world-seeds) or --pages")
+    cfg = TerminalSynthConfig(llm=make_llm(llm_url, llm_model, llm_key_env), n_variants=n,
+                              repair_rounds=repair_rounds, runs=runs, workers=workers,
+                              probes=[p for p in probes.split(",") if p] or None,
+                              backend=backend)  # fmt: skip
+    recs = synthesize_terminal(out, cfg, all_seeds, all_pages)
+    typer.echo(json.dumps({"tasks": len(recs), "out": str(out / "tasks"), "steps": _summary(out)}))
+
+
+def export_cmd(
+    tasks: list[Path] = typer.Option(
+        [], "--tasks", help="SWE instance JSONL, Task JSONL, or (a dir of) task dirs; repeatable."
+    ),
+    trajectories: Path = typer.Option(None, help="Trajectory JSONL to filter into SFT data."),
+    sft: Path = typer.Option(None, "--sft", help="SFT JSONL to write."),
+    rl: Path = typer.Option(None, "--rl", help="RL task pool (Task JSONL) to write."),
+    min_steps: int = typer.Option(1, help="Fewest tool-calling turns kept in SFT."),
+    max_steps: int = typer.Option(50, help="Most tool-calling turns kept in SFT."),
+    backend: str = typer.Option("bwrap", help="Sandbox backend recorded in the RL pool."),
+) -> None:
+    """Export SFT JSONL (clean passing trajectories) and/or an RL task pool."""
+    from arcforge.synth.export import export_rl_pool, export_sft, load_tasks, read_trajectories
+
+    if sft is None and rl is None:
+        raise UserError("nothing to export: pass --sft and/or --rl")
+    res: dict = {}
+    if sft is not None:
+        if trajectories is None:
+            raise UserError("--sft needs --trajectories")
+        res["sft"] = export_sft(read_trajectories(trajectories), sft, min_steps=min_steps,
+                                max_steps=max_steps)  # fmt: skip
+    if rl is not None:
+        if not tasks:
+            raise UserError("--rl needs --tasks")
+        res["rl"] = export_rl_pool([t for p in tasks for t in load_tasks(p)], rl, backend)
+    typer.echo(json.dumps(res))
+
+
+def register(synth_app: typer.Typer) -> None:
+    """Add the core synthesis subcommands to the `arcforge synth` group."""
+    synth_app.command("check-task")(check_task_cmd)
+    synth_app.command("swe")(swe_cmd)
+    synth_app.command("terminal")(terminal_cmd)
+    synth_app.command("export")(export_cmd)

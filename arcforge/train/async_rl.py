@@ -1,0 +1,220 @@
+"""Agentic RL with asynchronous, decoupled rollout and training (GLM-5 §4, DESIGN §3).
+
+Rollout workers (threads, or Ray actors) generate continuously through the orchestrator; the
+trainer below takes a batch whenever one is ready:
+
+    batch     orch.next_batch(): quota per task kind, over-stale groups (version - w0 > tau)
+              already dropped and counted; the trainer is idle only while it waits here
+    tensors   TITO trajectories -> one padded TokenBatch; observation/template tokens have
+              loss 0 from the agent loop; overlong trajectories (a reply cut by
+              max_new_tokens, or the context budget hit) are dropped whole (mask 0, they still
+              count in their group's baseline); GRPO advantages per group
+    loss      double_sided_is_loss against the rollout logprobs, token by token, whatever
+              version produced each token (no old-policy recompute): policy_backward of the
+              synchronous trainer, with loss "double_sided_is"
+    step      AdamW; every `sync_every` steps the weights are pushed to the engines as version
+              + 1 (timeout -> WeightSyncTimeout) and, with reset_optimizer, Adam's moments are
+              cleared; episodes in flight continue on the new weights (partial rollouts keep
+              per-segment versions)
+    log/save  metrics.jsonl (idle fraction, staleness, drops, mixture); the resumable state
+              holds weights, optimizer, RNG, step, version and the orchestrator's state
+
+Synchronous RL is the same code with tau = 0 and sync_every = 1: the orchestrator then admits
+exactly one batch of jobs per version. Deliberate simplification: with sync_every > 1 a state
+saved between pushes restores the trainer's newer weights into the engines under the saved
+version number.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
+from arcforge.progress import progress
+from arcforge.rl.advantages import group_advantages
+from arcforge.rollout.agent import AgentConfig
+from arcforge.rollout.orchestrator import Batch, Orchestrator
+from arcforge.train.loop import (
+    MetricsLog,
+    build_optimizer,
+    checkpoint_if_due,
+    find_state,
+    load_state,
+    lr_at,
+)
+from arcforge.train.rl import policy_backward
+from arcforge.train.rollout_batch import TokenBatch, pad_trajectories
+
+OVERLONG = ("length", "context")
+
+
+class EnvServiceCfg(Strict):
+    """An HTTP environment service (see arcforge.rollout.envservice) started elsewhere."""
+
+    url: str
+    timeout: float = Field(600.0, gt=0)
+
+
+class AgenticRLStageCfg(StageCfg):
+    """Agentic RL on a mixture of environment task kinds, async (tau, sync_every) or sync."""
+
+    kind: Literal["agentic_rl"]
+    sources: list[SourceCfg]  # task sources (world:swe, world:terminal, ...); weight = mixture
+    steps: int = Field(20, gt=0)
+    groups_per_step: int = Field(8, gt=0)
+    group_size: int = Field(4, ge=2)
+    tau: int = Field(2, ge=0)  # drop a group when version - start_version > tau
+    sync_every: int = Field(1, ge=1)  # K: trainer steps per weight push
+    reset_optimizer: bool = False  # clear Adam's moments at every push
+    workers: int = Field(4, gt=0)
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None  # None: start a local Ray; "auto": join `ray start` cluster
+    services: list[EnvServiceCfg] = []  # HTTP env services; empty: in-process, one per kind
+    env_concurrency: int = Field(16, gt=0)  # episodes per in-process / Ray env service
+    mixture_tolerance: float = Field(0.05, ge=0, le=1)
+    max_retries: int = Field(2, ge=0)
+    weight_sync_timeout: float = Field(120.0, gt=0)
+    batch_timeout: float = Field(1800.0, gt=0)
+    max_turns: int = Field(6, gt=0)
+    max_new_tokens: int = Field(96, gt=0)
+    context_budget: int = Field(1024, gt=16)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    loss: Literal["double_sided_is"] = "double_sided_is"
+    clip_low: float = Field(0.2, ge=0, lt=1)  # eps_l: keep tokens with r >= 1 - eps_l
+    clip_high: float = Field(0.28, ge=0)  # eps_h: keep tokens with r <= 1 + eps_h
+    micro_batch: int = Field(16, gt=0)
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+
+    def agent(self) -> AgentConfig:
+        """The agent-loop config of the rollout workers (no seed: workers' calls can merge)."""
+        return AgentConfig(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
+                           context_budget=self.context_budget, temperature=self.temperature,
+                           top_p=self.top_p)  # fmt: skip
+
+
+def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatch, dict]:
+    """The batch as padded tensors with GRPO advantages and overlong rows masked, plus counts.
+
+    Returns:
+        (TokenBatch, stats: trajectories, overlong, partial (several versions in one
+        trajectory), staleness_max/mean, reward_mean, per-kind group counts).
+    """
+    trajs = batch.trajectories
+    tb = pad_trajectories(trajs, pad_id)
+    rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float)  # (B*G,)
+    tb.advantages = group_advantages(rewards, group_size)  # (B*G,)
+    overlong = torch.tensor([t.finish_reason in OVERLONG for t in trajs])  # (B*G,)
+    tb.mask[overlong] = 0.0  # dropped whole: no token of it is trained
+    stale = [batch.version - g.start_version for g in batch.groups]
+    model_versions = [{s.policy_version for s in t.segments if s.source == "model"} for t in trajs]
+    stats = {
+        "trajectories": len(trajs),
+        "overlong": int(overlong.sum()),
+        "partial": sum(len(v) > 1 for v in model_versions),
+        "staleness_max": max(stale),
+        "staleness_mean": sum(stale) / len(stale),
+        "reward_mean": rewards.mean().item(),
+        **{f"groups_{k}": sum(g.kind == k for g in batch.groups)
+           for k in sorted({g.kind for g in batch.groups})},
+    }  # fmt: skip
+    return tb, stats
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def train_async_rl(
+    model: torch.nn.Module,
+    orch: Orchestrator,
+    workers: Any,
+    cfg: AgenticRLStageCfg,
+    out_dir: Path,
+    *,
+    pad_id: int,
+    stop_after: int | None = None,
+    desc: str = "agentic rl",
+) -> list[dict]:
+    """Train `model` on batches from `orch` while `workers` (LocalWorkers or RayWorkers) roll out.
+
+    Args:
+        model: the trainer's policy (updated in place); the workers' engines start with the
+            same weights.
+        orch: the orchestrator (tau, sync_every and the mixture are set there).
+        workers: has start(), stop() and push_weights(state_dict, version, timeout).
+        stop_after: stop after this many steps (state saved), to test resume.
+    Returns:
+        the metric rows logged by this call.
+    """
+    opt = build_optimizer(model, cfg.optim)
+    state, start, version = find_state(out_dir), 0, 0
+    if state:
+        info = load_state(state, model, opt)
+        start, version = info["step"], info["version"]
+        orch.restore(info["orchestrator"])
+        workers.push_weights(_weights(model), version, cfg.weight_sync_timeout)
+    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    rows: list[dict] = []
+    t_begin, waited, n_trajs = time.monotonic(), 0.0, 0
+    model.train()
+    workers.start()
+    try:
+        with progress(cfg.steps, desc, start=start) as bar:
+            for step in range(start, cfg.steps):
+                t0 = time.monotonic()
+                batch = orch.next_batch(cfg.batch_timeout)
+                t_wait = time.monotonic() - t0
+                t1 = time.monotonic()
+                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id)
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(step, cfg.steps, cfg.optim)
+                opt.zero_grad(set_to_none=True)
+                stats = policy_backward(model, tb, cfg) if tb.n_tokens > 0 else {}
+                stats["grad_norm"] = float(
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+                )
+                opt.step()
+                t_train = time.monotonic() - t1
+                done, t_sync = step + 1, 0.0
+                if done % cfg.sync_every == 0:
+                    version += 1
+                    t_sync = workers.push_weights(_weights(model), version, cfg.weight_sync_timeout)
+                    if cfg.reset_optimizer:
+                        opt.state.clear()  # Adam's moments remember gradients of older policies
+                waited, n_trajs = waited + t_wait, n_trajs + bstats["trajectories"]
+                wall = time.monotonic() - t_begin
+                row = {
+                    "step": done,
+                    "version": version,
+                    **bstats,
+                    **{k: v for k, v in orch.stats().items() if k != "version"},
+                    "wait_s": t_wait,
+                    "train_s": t_train,
+                    "sync_s": t_sync,
+                    "step_s": time.monotonic() - t0,
+                    "idle_frac": waited / max(1e-9, wall),
+                    "trajectories_per_s": n_trajs / max(1e-9, wall),
+                    "trained_tokens": tb.n_tokens,
+                    "lr": opt.param_groups[0]["lr"],
+                    **stats,
+                }
+                rows.append(row)
+                log.write(**row)
+                stop = checkpoint_if_due(
+                    out_dir / "state", model, opt, done, cfg.steps, cfg.checkpoint_every,
+                    stop_after, extra={"version": version, "orchestrator": orch.state()},
+                )  # fmt: skip
+                bar.update(done, reward=bstats["reward_mean"], v=version)
+                if stop:
+                    break
+    finally:
+        workers.stop()
+    model.eval()
+    return rows

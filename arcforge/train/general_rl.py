@@ -1,0 +1,186 @@
+"""General RL (DESIGN §3): the synchronous GRPO trainer of `arcforge.train.rl` driven by the
+hybrid reward, with human-written anchor answers mixed into the batch.
+
+Nothing of the RL loop is copied: `train_rl` takes a Scorer and an Engine, and general RL gives
+it two components.
+
+- `hybrid_scorer`: decodes each completion, parses it (think block, tool calls, parse errors)
+  and scores the visible content with `HybridReward` (rule gates, rule score, ORM, GRM, length
+  guard, disagreement flag). Each call's counts go to `reward.jsonl` next to metrics.jsonl.
+- `AnchorEngine`: wraps the rollout engine. How anchors enter the batch and the loss: anchor
+  tasks are ordinary prompts of the pool (a share `anchors.weight` of it). When a generate call
+  contains an anchor prompt, the last of its group's G samples is replaced by the human answer,
+  encoded exactly as the template renders an assistant reply (so it is a token sequence the
+  policy could have sampled), with its logprobs recomputed under the current policy (the
+  trainer's weights equal the engine's at rollout time, so IcePop's ρ is 1 and nothing is
+  popped). The anchor is then scored by the same hybrid reward as the policy's samples and
+  takes part in the group baseline: when it beats the samples (the usual case: it meets the
+  constraints, is short and natural) it gets a positive advantage and the GRPO loss raises the
+  likelihood of the human phrasing; the group's worse samples are pushed down relative to it.
+  So an anchor is a reward-weighted, off-policy member of its group, not a separate SFT loss,
+  and its pull fades by itself once the policy's own samples score as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from arcforge.chat import parse_assistant
+from arcforge.chat.encoding import encode_spans
+from arcforge.chat.template import assistant_spans
+from arcforge.config import SourceCfg, Strict
+from arcforge.rewards.hybrid import HybridCfg, HybridReward
+from arcforge.rl.losses import token_logprobs
+from arcforge.rollout.engine import Completion, Engine, SamplingParams
+from arcforge.train.reward_model import RewardModelCfg
+from arcforge.train.rl import RLPrompt, RLStageCfg, Scorer
+from arcforge.types import Message
+
+
+class OrmCfg(Strict):
+    """The ORM term: a saved reward model (`path`), else one trained at stage start (`train`)."""
+
+    path: str | None = None
+    train: RewardModelCfg | None = RewardModelCfg()
+
+
+class GrmCfg(Strict):
+    """The GRM term: an LLM judge at any OpenAI-compatible endpoint."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None = "OPENAI_API_KEY"
+    k: int = Field(3, ge=1)
+    retries: int = Field(2, ge=0)
+    temperature: float = Field(0.7, ge=0)
+    max_tokens: int = Field(256, gt=0)
+    timeout: float = Field(60.0, gt=0)
+    workers: int = Field(4, ge=1)
+
+
+class AnchorCfg(Strict):
+    """Human-written anchors: a share of the prompt pool, one human answer per anchor group."""
+
+    enabled: bool = True
+    path: str | None = None  # JSONL of anchors; default: the package's anchors.jsonl
+    weight: float = Field(0.1, ge=0, lt=1)  # share of the prompt pool that is anchor prompts
+
+
+class GeneralRLStageCfg(RLStageCfg):
+    """General RL: chat/instruction tasks, hybrid reward, human anchors."""
+
+    kind: Literal["general_rl"]  # type: ignore[assignment]
+    sources: list[SourceCfg] = [SourceCfg(source="world:chat")]
+    reward: HybridCfg = HybridCfg()
+    orm: OrmCfg | None = OrmCfg()
+    grm: GrmCfg | None = None
+    anchors: AnchorCfg = AnchorCfg()
+
+
+def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = None) -> Scorer:
+    """A `train_rl` Scorer: decode, parse, score with the hybrid reward, log the call's counts."""
+
+    def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list:
+        before = Counter(hybrid.counts)
+        parsed = [parse_assistant(tokenizer.decode(c.token_ids, skip_special_tokens=False))
+                  for c in comps]  # fmt: skip
+        rewards = hybrid.score_batch(
+            [p.task for p in prompts],
+            [x.content for x in parsed],
+            [x.errors for x in parsed],
+            [len(x.tool_calls) for x in parsed],
+        )
+        if log_path is not None:
+            delta = {k: hybrid.counts[k] - before.get(k, 0) for k in hybrid.counts}
+            row = {**delta, **_component_means(rewards)}
+            with log_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        return rewards
+
+    return scorer
+
+
+def _component_means(rewards: list) -> dict[str, float]:
+    out: dict[str, float] = {"reward_mean": sum(r.score for r in rewards) / max(1, len(rewards))}
+    for key in ("rule", "orm", "grm"):
+        vals = [r.details.get(key) for r in rewards if r.details.get(key) is not None]
+        vals = [v for v in vals if v == v]  # drop NaN (a judge that gave no score)
+        if vals:
+            out[f"{key}_mean"] = sum(vals) / len(vals)
+    return out
+
+
+def anchor_reply_ids(tokenizer: Any, answer: str, thinking: bool) -> list[int]:
+    """The token ids of `answer` as a sampled assistant reply (think block if on, <|end|>)."""
+    spans = assistant_spans(Message("assistant", answer, reasoning=""), thinking)
+    spans = spans[1 if thinking else 2 : -1]  # no header (in the prompt), no final newline
+    return [t for ids in encode_spans(spans, tokenizer) for t in ids]
+
+
+class AnchorEngine:
+    """An Engine that puts human anchor answers into the groups of anchor prompts.
+
+    Args:
+        inner: the rollout engine doing the sampling.
+        policy: the trainer's model (logprobs of anchor tokens are computed with it).
+        anchors: prompt ids -> the anchor reply's token ids.
+    """
+
+    def __init__(self, inner: Engine, policy: torch.nn.Module,
+                 anchors: dict[tuple[int, ...], list[int]]) -> None:  # fmt: skip
+        self.inner, self.policy, self.anchors = inner, policy, anchors
+        self.injected = 0
+
+    @property
+    def version(self) -> int:
+        return self.inner.version
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        self.inner.load_weights(state_dict, version)
+
+    @torch.no_grad()
+    def _logprobs(self, prompt: list[int], reply: list[int]) -> list[float]:
+        ids = torch.tensor([prompt + reply])  # (1, P + R)
+        logits = self.policy(input_ids=ids[:, :-1]).logits  # (1, P + R - 1, V)
+        lp = token_logprobs(logits, ids[:, 1:])[0]  # (P + R - 1,)
+        return lp[len(prompt) - 1 :].tolist()  # (R,) the reply tokens
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        comps = self.inner.generate(prompts, params)
+        for j, p in enumerate(prompts):
+            reply = self.anchors.get(tuple(p))
+            if reply is None:
+                continue
+            ids = reply[: params.max_new_tokens]
+            reason: Literal["stop", "length"] = "stop" if len(ids) == len(reply) else "length"
+            comps[j * params.n + params.n - 1] = Completion(ids, self._logprobs(p, ids), reason)
+            self.injected += 1
+        return comps
+
+
+def anchor_prompts(tokenizer: Any, tasks: list, thinking: bool) -> list[RLPrompt]:
+    """Anchor tasks rendered as RL prompts (one user turn, like every other prompt)."""
+    from arcforge.chat import render_ids
+
+    out = []
+    for t in tasks:
+        msgs = [Message("user", t.instruction, thinking=thinking)]
+        out.append(
+            RLPrompt(list(render_ids(msgs, tokenizer, add_generation_prompt=True).input_ids), t)
+        )
+    return out
+
+
+def mix_anchors(prompts: list[RLPrompt], anchors: list[RLPrompt], weight: float) -> list[RLPrompt]:
+    """The pool with anchors repeated to make up about `weight` of it (at least once each)."""
+    if not anchors or weight <= 0:
+        return list(prompts)
+    want = max(len(anchors), round(weight * len(prompts) / (1 - weight)))
+    reps = [anchors[i % len(anchors)] for i in range(want)]
+    return list(prompts) + reps

@@ -1,0 +1,57 @@
+"""Repository-exploration tasks: find the file that implements a behaviour described in words.
+
+CC-Bench's long-horizon check: can the agent, given only a semantic description (no function or
+file name), locate and read the right source file of a repository? Each task names a world repo
+and describes one of its functions by its template's docstring ("returns how many values are
+strictly greater than t"); the target is the module that defines it. Scoring (ExploreEnv) looks
+at the files the agent opened, so reading every file does not pass: at most `max_reads`
+distinct files may be opened.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from arcforge.types import Task
+from arcforge.world.codelib import TEMPLATES
+from arcforge.world.repos import Repo
+
+_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
+BY_NAME = {name: t for t in TEMPLATES for name in t.names}
+
+
+def _describe(doc: str) -> str:
+    """'Return how many ...' -> 'returns how many ...' (a behaviour, not a name)."""
+    first = doc.split(" ", 1)
+    verb = first[0].lower()
+    return (verb + "s " if verb == "return" else verb + " ") + (first[1] if len(first) > 1 else "")
+
+
+def explore_targets(repo: Repo) -> list[tuple[str, str]]:
+    """(module path, function name) of every templated function defined in the repo."""
+    return [(path, name) for path, src in sorted(repo.files.items())
+            for name in _DEF.findall(src) if name in BY_NAME]  # fmt: skip
+
+
+def explore_task(repo: Repo, path: str, name: str, max_reads: int = 2) -> Task:
+    what = _describe(BY_NAME[name].docstring()).rstrip(".")
+    ins = (f"The repository {repo.name} is checked out. Without being told any file name, find "
+           f"the source file that implements the function which {what}. Use list_files and "
+           f"read_file (open at most {max_reads} files), then reply 'Answer: <path>'.")  # fmt: skip
+    return Task("", "explore", ins, context={"repo": repo.name},  # type: ignore[arg-type]
+                tools=["list_files", "read_file"], difficulty=0.5,
+                metadata={"target": path, "function": name, "max_reads": max_reads})  # fmt: skip
+
+
+def explore_tasks(repos: list[Repo], seed: int, n: int, split: str = "test") -> list[Task]:
+    """`n` exploration tasks over `repos` (distinct targets), a pure function of (seed, split)."""
+    rng = random.Random(f"{seed}:explore:{split}")
+    pool = [(r, p, f) for r in repos for p, f in explore_targets(r)]
+    rng.shuffle(pool)
+    out = []
+    for i, (repo, path, name) in enumerate(pool[:n]):
+        t = explore_task(repo, path, name)
+        t.id, t.split, t.source = f"explore-{split}-{i:05d}", split, "world:explore"
+        out.append(t)
+    return out

@@ -1,0 +1,75 @@
+"""The forgetting table: best earlier stage versus the current one, and what distillation
+recovered, computed from a run's eval files into report.json / report.md / report.html."""
+
+import json
+
+import pytest
+import yaml
+
+from arcforge.report import forgetting, write_report
+
+STAGES = [{"name": n, "kind": k} for n, k in [("pretrain", "pretrain"), ("sft", "sft"),
+          ("rl", "rl"), ("general", "general_rl"), ("distill", "distill")]]  # fmt: skip
+
+
+def r(score, lo, hi, n=100):
+    return {"score": score, "ci": [lo, hi], "n": n}
+
+
+MATRIX = {
+    # reasoning: best before general RL is rl (0.8); general RL drops it to 0.5; distill -> 0.75
+    "reasoning": {"pretrain": r(0.0, 0, .04), "sft": r(0.4, .3, .5), "rl": r(0.8, .71, .87),
+                  "general": r(0.5, .4, .6), "distill": r(0.75, .66, .82)},
+    # general: general RL is the best so far -> forgot < 0
+    "general": {"sft": r(0.3, .25, .35), "rl": r(0.32, .27, .37), "general": r(0.6, .55, .65),
+                "distill": r(0.58, .53, .63)},
+    # lm_loss: lower is better; best earlier 2.0 (sft), current 2.4 -> forgot 0.4; distill 2.1
+    "lm_loss": {"pretrain": r(2.5, 2.4, 2.6), "sft": r(2.0, 1.9, 2.1), "general": r(2.4, 2.3, 2.5),
+                "distill": r(2.1, 2.0, 2.2)},
+    # only one stage evaluated: no row
+    "chat": {"sft": r(0.5, .4, .6)},
+}  # fmt: skip
+
+
+def test_forgetting_rows_by_hand():
+    rows = {x["suite"]: x for x in forgetting(MATRIX, STAGES)}
+    assert set(rows) == {"reasoning", "general", "lm_loss"}
+    rea = rows["reasoning"]
+    assert (rea["best_stage"], rea["current_stage"], rea["final_stage"]) == (
+        "rl",
+        "general",
+        "distill",
+    )
+    assert rea["forgot"] == pytest.approx(0.3) and rea["forgot_beyond_ci"]  # [.4,.6] vs [.71,.87]
+    assert rea["recovered"] == pytest.approx(0.25)
+    gen = rows["general"]
+    assert gen["best_stage"] == "rl" and gen["forgot"] == pytest.approx(-0.28)
+    assert gen["recovered"] == pytest.approx(-0.02)
+    lm = rows["lm_loss"]
+    assert lm["best_stage"] == "sft" and lm["forgot"] == pytest.approx(0.4)
+    assert lm["recovered"] == pytest.approx(0.3)
+
+
+def test_without_distillation_there_is_nothing_recovered():
+    rows = forgetting({"reasoning": MATRIX["reasoning"]}, STAGES[:4])
+    assert rows[0]["current_stage"] == "general" and rows[0]["final_stage"] is None
+    assert rows[0]["recovered"] is None
+
+
+def test_report_files_carry_the_table(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"name": "t", "stages": STAGES}))
+    (tmp_path / "eval").mkdir()
+    for s in STAGES:
+        (tmp_path / s["name"]).mkdir()
+        (tmp_path / s["name"] / "DONE").write_text(json.dumps({"seconds": 1.0}))
+        res = {suite: by[s["name"]] for suite, by in MATRIX.items() if s["name"] in by}
+        (tmp_path / "eval" / f"{s['name']}.json").write_text(json.dumps(res))
+    md = write_report(tmp_path).read_text()
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert {x["suite"] for x in rep["forgetting"]} == {"reasoning", "general", "lm_loss"}
+    assert "## Forgetting" in md
+    assert (
+        "| reasoning | 0.800 (rl) | 0.500 (general) | +0.300 | yes | 0.750 (distill) | +0.250 |"
+        in md
+    )
+    assert "Forgetting" in (tmp_path / "report.html").read_text()

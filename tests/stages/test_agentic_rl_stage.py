@@ -1,0 +1,47 @@
+"""The agentic_rl stage kind end to end from a YAML config: world tasks -> in-process
+environment services -> worker threads -> async trainer -> checkpoint; bad configs fail clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arcforge.config import load_config
+from arcforge.errors import ConfigError, UserError
+from arcforge.pipeline import run_pipeline
+
+CONFIG = Path(__file__).with_name("agentic_rl_smoke.yaml")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """One run dir: the world and tokenizer are made once and reused by every test here."""
+    return tmp_path_factory.mktemp("agentic")
+
+
+def test_stage_runs_from_yaml_and_writes_a_checkpoint(run_dir):
+    run_pipeline(load_config(CONFIG), run_dir, evaluate=False, report=False)
+    out = run_dir / "agentic"
+    summary = json.loads((out / "DONE").read_text())
+    assert summary["mixture"] == {"search": 0.5, "tool": 0.5} and summary["failed"] == 0
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["version"] for r in rows] == [1, 2, 3]
+    assert all(r["groups_search"] == 1 and r["groups_tool"] == 1 for r in rows)
+    assert all(r["staleness_max"] <= 1 for r in rows)
+    assert (out / "checkpoint" / "config.json").exists()
+
+
+def test_bad_stage_configs_name_the_problem(run_dir):
+    with pytest.raises(ConfigError, match="stages\\[0\\].taus"):
+        load_config(CONFIG, ["stages.agentic.taus=3"])
+    with pytest.raises(ConfigError, match="backend"):
+        load_config(CONFIG, ["stages.agentic.backend=slurm"])
+    chat_only = ["stages.agentic.name=chat", "stages.chat.sources=[{source: 'world:chat'}]"]
+    cfg = load_config(CONFIG, chat_only)
+    with pytest.raises(UserError, match="task kind\\(s\\) \\['chat'\\] with no environment"):
+        run_pipeline(cfg, run_dir, evaluate=False, report=False)
+    cfg = load_config(CONFIG, ["stages.agentic.name=odd", "stages.odd.groups_per_step=3"])
+    with pytest.raises(ConfigError, match="a batch of 3 groups cannot hold the mixture"):
+        run_pipeline(cfg, run_dir, evaluate=False, report=False)

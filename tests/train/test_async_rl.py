@@ -1,0 +1,214 @@
+"""The asynchronous agentic RL loop on a tiny in-process model with real worker threads.
+
+Test environment: tool-less, two replies per episode, each step takes 50 ms; the reward is 1
+when the final reply has an even number of characters, so groups have varied rewards and the
+double-sided IS loss has a signal. A scripted OpenAI-compatible server on loopback stands in
+for a remote inference engine whose weight update hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+
+import pytest
+import torch
+from fastapi import FastAPI
+
+from arcforge.chat.tokens import END
+from arcforge.envs.base import StepResult
+from arcforge.model.checkpoint import init_model
+from arcforge.model.presets import build_config
+from arcforge.model.tokenizer import train_tokenizer
+from arcforge.rollout.engine import LocalEngine, ServerEngine
+from arcforge.rollout.envservice import local_service
+from arcforge.rollout.gateway import WeightSyncTimeout
+from arcforge.rollout.orchestrator import Batch, Group, Mixture, Orchestrator
+from arcforge.rollout.workers import LocalWorkers
+from arcforge.train.async_rl import AgenticRLStageCfg, batch_tensors, train_async_rl
+from arcforge.types import Message, Reward, Segment, Task, Trajectory
+from arcforge.world import WorldConfig, build_world
+
+
+class ParityEnv:
+    tools: list = []
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay, self.steps, self.last = delay, 0, ""
+
+    def reset(self, task: Task) -> list[Message]:
+        return [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        time.sleep(self.delay)
+        self.steps, self.last = self.steps + 1, message.content
+        return StepResult([Message("user", "Again.")], done=self.steps >= 2)
+
+    def verify(self) -> Reward:
+        return Reward(float(len(self.last) % 2 == 0))
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def tok():
+    world = build_world(WorldConfig(seed=7, scale=0.1))
+    return train_tokenizer([d.text for d in world.corpus()[:200]], vocab_size=400)
+
+
+def make_model(tok) -> torch.nn.Module:
+    """A nano model with a biased <|end|> logit: replies of a few tokens."""
+    model = init_model(build_config("nano", len(tok), 1024, tie_word_embeddings=False), seed=0)
+    head = torch.nn.Linear(64, len(tok), bias=True)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight)
+        head.bias.zero_()
+        head.bias[tok.convert_tokens_to_ids(END)] = 4.0
+    model.lm_head = head
+    return model
+
+
+def cfg(**kw) -> AgenticRLStageCfg:
+    base = dict(name="arl", kind="agentic_rl", sources=[{"source": "world:search"}], steps=4,
+                groups_per_step=2, group_size=4, tau=2, sync_every=1, workers=3, max_turns=4,
+                max_new_tokens=12, context_budget=256, micro_batch=16, checkpoint_every=100,
+                weight_sync_timeout=30, batch_timeout=60,
+                optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0,
+                       "weight_decay": 0.0})  # fmt: skip
+    return AgenticRLStageCfg.model_validate({**base, **kw})
+
+
+def setup(tok, model, c: AgenticRLStageCfg, engine=None):
+    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
+    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
+                        c.group_size, c.tau, c.sync_every)  # fmt: skip
+    orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
+    engine = engine or LocalEngine(model, pad_token_id=tok.pad_token_id)
+    return orch, LocalWorkers(orch, engine, tok, c.agent(), c.workers)
+
+
+def _traj(segs, reward, finish="answer") -> Trajectory:
+    return Trajectory([Segment(*s) for s in segs], reward=reward, finish_reason=finish)
+
+
+def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
+    env, obs = ([1, 2], "env", [0, 0]), ([5], "env", [0])
+    partial = _traj([env, ([3, 4], "model", [1, 1], [-0.5, -0.5], 1), obs,
+                     ([6], "model", [1], [-1.0], 2)], 1.0)  # fmt: skip
+    cut = _traj([env, ([3, 4], "model", [1, 1], [-0.1, -0.2], 1)], 0.0, "length")
+    plain = [_traj([env, ([7], "model", [1], [-0.3], 2)], 0.0) for _ in range(2)]
+    batch = Batch([Group(0, "swe", "a", [partial, cut], 1), Group(1, "search", "b", plain, 2)], 3)
+    tb, st = batch_tensors(batch, group_size=2, pad_id=0)
+    # targets of `partial` are tokens 2..6: [2, 3, 4, 5, 6]; only the model tokens 3, 4, 6 train
+    assert tb.targets[0].tolist() == [2, 3, 4, 5, 6]
+    assert tb.mask[0].tolist() == [0, 1, 1, 0, 1]
+    assert tb.logp_infer[0].tolist() == [0, -0.5, -0.5, 0, -1.0]
+    assert tb.mask[1].sum() == 0  # overlong: dropped whole
+    # group rewards (1, 0) -> mean 0.5 -> advantages (0.5, -0.5); (0, 0) -> (0, 0)
+    torch.testing.assert_close(tb.advantages, torch.tensor([0.5, -0.5, 0.0, 0.0]))
+    assert (st["overlong"], st["partial"], st["trajectories"]) == (1, 1, 4)
+    assert (st["staleness_max"], st["staleness_mean"]) == (2, 1.5)  # 3 - 1 and 3 - 2
+    assert (st["groups_swe"], st["groups_search"], st["reward_mean"]) == (1, 1, 0.25)
+
+
+def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
+    model = make_model(tok)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    c = cfg()
+    orch, workers = setup(tok, model, c)
+    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    assert [r["version"] for r in rows] == [1, 2, 3, 4] and workers.gateway.version == 4
+    assert all(math.isfinite(r["loss"]) for r in rows)
+    assert all(r["staleness_max"] <= 2 for r in rows)  # tau
+    assert all(r["trajectories"] == 8 and r["groups_search"] == 2 for r in rows)
+    assert all(0 <= r["idle_frac"] <= 1 for r in rows) and rows[-1]["trained_tokens"] > 0
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert "lm_head.weight" in changed and len(changed) > 5
+
+
+def test_sync_mode_is_tau0_k1_on_policy(tok, tmp_path):
+    model = make_model(tok)
+    c = cfg(tau=0, steps=3)
+    orch, workers = setup(tok, model, c)
+    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    assert all(r["staleness_max"] == 0 and r["partial"] == 0 for r in rows)
+    assert all(r["dropped_stale"] == 0 for r in rows)  # nothing was generated ahead
+    # one batch of jobs per version: after the push to v, at most the batch of v has started
+    assert all(r["step"] * 2 <= r["dispatched"] <= (r["version"] + 1) * 2 for r in rows)
+
+
+def test_resume_keeps_versions_and_staleness_accounting(tok, tmp_path):
+    c = cfg(steps=4, tau=1, reset_optimizer=True)
+    model = make_model(tok)
+    orch, workers = setup(tok, model, c)
+    first = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
+                           stop_after=2)  # fmt: skip
+    saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
+    assert saved["step"] == 2 and saved["version"] == 2 == saved["orchestrator"]["version"]
+    assert (
+        torch.load(tmp_path / "state" / "trainer.pt", weights_only=False)["optimizer"]["state"]
+        == {}
+    )  # reset
+    model2 = make_model(tok)  # a fresh process would start from the initial weights
+    orch2, workers2 = setup(tok, model2, c)
+    rest = train_async_rl(model2, orch2, workers2, c, tmp_path, pad_id=tok.pad_token_id)
+    assert [r["step"] for r in first + rest] == [1, 2, 3, 4]
+    assert [r["version"] for r in rest] == [3, 4]  # continued, not restarted from 0
+    assert workers2.gateway.version == 4
+    assert all(r["staleness_max"] <= 1 for r in first + rest)
+    assert rest[-1]["dispatched"] >= saved["orchestrator"]["counts"]["dispatched"]
+    logged = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert logged == [1, 2, 3, 4]
+
+
+def scripted_server(tok, release: threading.Event) -> FastAPI:
+    """OpenAI-compatible completions that always answer "ok<|end|>"; weight updates hang."""
+    app = FastAPI()
+    reply = tok("ok", add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids(END)]
+
+    @app.post("/v1/completions")
+    def completions(body: dict) -> dict:
+        n = len(body["prompt"]) * body.get("n", 1)
+        return {"choices": [{"index": i, "token_ids": reply, "finish_reason": "stop",
+                             "logprobs": {"token_logprobs": [-1.0] * len(reply)}}
+                            for i in range(n)]}  # fmt: skip
+
+    @app.post("/update_weights")
+    def update_weights(body: dict) -> dict:
+        release.wait(60)
+        return {"ok": True}
+
+    return app
+
+
+def test_hanging_weight_sync_times_out_with_a_clear_error(tok, tmp_path):
+    import socket
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    release = threading.Event()
+    server = uvicorn.Server(uvicorn.Config(scripted_server(tok, release), host="127.0.0.1",
+                                           port=port, log_level="warning"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        engine = ServerEngine(f"http://127.0.0.1:{port}", "m", weight_sync_dir=str(tmp_path / "w"))
+        c = cfg(weight_sync_timeout=1.5, steps=2)
+        model = make_model(tok)
+        orch, workers = setup(tok, model, c, engine=engine)
+        t0 = time.monotonic()
+        with pytest.raises(WeightSyncTimeout, match="version 1 did not finish within 1.5s"):
+            train_async_rl(model, orch, workers, c, tmp_path / "run", pad_id=tok.pad_token_id)
+        assert time.monotonic() - t0 < 30
+    finally:
+        release.set()
+        server.should_exit = True
+        thread.join(10)

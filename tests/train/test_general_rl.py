@@ -1,0 +1,130 @@
+"""General RL: anchors enter their groups as exact template token sequences with the policy's
+logprobs, and a short general_rl stage (ORM trained in-stage, a replay LLM judge over real
+HTTP, anchors on) runs through the pipeline, changes the weights and logs a finite loss."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from arcforge.chat import parse_assistant, render_ids
+from arcforge.config import parse_config
+from arcforge.model.checkpoint import init_model, load_model
+from arcforge.model.presets import build_config
+from arcforge.model.tokenizer import train_tokenizer
+from arcforge.pipeline import RunContext, run_stage
+from arcforge.replay import ReplayServer
+from arcforge.rewards.anchors import anchor_tasks
+from arcforge.rl.losses import token_logprobs
+from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.stages.common import model_for_stage
+from arcforge.train.general_rl import (
+    AnchorEngine,
+    anchor_prompts,
+    anchor_reply_ids,
+    mix_anchors,
+)
+from arcforge.types import Message
+from arcforge.world.chat import check_constraints
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from 2 threads, and on a shared 2-core machine OpenMP's
+    spin-waiting threads slow them down by an order of magnitude."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_anchor_answers_meet_their_own_constraints():
+    tasks = anchor_tasks()
+    assert len(tasks) >= 12
+    assert {t.metadata["category"] for t in tasks} >= {"empathy", "translation", "roleplay", "qa"}
+    for t in tasks:
+        frac, per = check_constraints(t.metadata["anchor"], t.validation.constraints)
+        assert frac == 1.0, (t.id, per)
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_anchor_engine_injects_the_human_reply(thinking):
+    tok = train_tokenizer(["I missed the train, but the next one comes in ten minutes."] * 30,
+                          vocab_size=300)  # fmt: skip
+    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=256,
+                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    policy = init_model(conf, seed=1)
+    anchors = anchor_prompts(tok, anchor_tasks()[:2], thinking)
+    reply = anchor_reply_ids(tok, anchors[0].task.metadata["anchor"], thinking)
+    # the reply ids are what the template renders for that assistant message
+    msgs = [Message("user", anchors[0].task.instruction, thinking=thinking),
+            Message("assistant", anchors[0].task.metadata["anchor"], reasoning="")]  # fmt: skip
+    assert (
+        render_ids(msgs, tok).input_ids
+        == anchors[0].ids + reply + render_ids([Message("user", "x")], tok).input_ids[-1:]
+    )  # fmt: skip  (the trailing newline)
+    assert parse_assistant(tok.decode(reply, skip_special_tokens=False)).content == (
+        anchors[0].task.metadata["anchor"])  # fmt: skip
+    eng = AnchorEngine(LocalEngine(policy, pad_token_id=tok.pad_token_id), policy,
+                       {tuple(anchors[0].ids): reply})  # fmt: skip
+    other = render_ids([Message("user", "hello")], tok, add_generation_prompt=True).input_ids
+    p = SamplingParams(max_new_tokens=len(reply) + 5, temperature=1.0, n=3, seed=5)
+    comps = eng.generate([anchors[0].ids, other], p)
+    assert eng.injected == 1 and len(comps) == 6
+    assert comps[2].token_ids == reply and comps[2].finish_reason == "stop"
+    assert [c.token_ids for c in comps[:2]] != [reply, reply]  # the other samples are sampled
+    ids = torch.tensor([anchors[0].ids + reply])
+    want = token_logprobs(policy(input_ids=ids[:, :-1]).logits, ids[:, 1:])[0, -len(reply) :]
+    torch.testing.assert_close(torch.tensor(comps[2].logprobs), want, atol=1e-5, rtol=0)
+    # the other prompt's group is untouched
+    plain = LocalEngine(policy, pad_token_id=tok.pad_token_id).generate([anchors[0].ids, other], p)
+    assert [c.token_ids for c in comps[3:]] == [c.token_ids for c in plain[3:]]
+    assert len(mix_anchors(list(range(90)), anchors, 0.1)) == 100  # 10 of 100 are anchors
+
+
+def judge(messages):
+    """A noisy judge: a score from the reply's text length, wrapped in prose."""
+    reply = messages[-1]["content"]
+    return f"The reply is odd.\nScore: {1 + len(reply) % 10}"
+
+
+def test_general_rl_stage_changes_weights_with_finite_loss(tmp_path):
+    with ReplayServer(judge) as srv:
+        cfg = parse_config({
+            "name": "grl", "world": {"seed": 5, "scale": 0.1},
+            "tokenizer": {"vocab_size": 512, "train_chars": 150000},
+            "model": {"preset": "nano", "max_position_embeddings": 512},
+            "stages": [{
+                "name": "general", "kind": "general_rl", "steps": 2, "prompts_per_step": 2,
+                "group_size": 4, "max_new_tokens": 48, "temperature": 1.0, "micro_batch": 8,
+                "max_refill_tries": 1, "checkpoint_every": 1,
+                "optim": {"lr": 1e-3, "warmup_steps": 0, "min_lr_ratio": 1.0},
+                "reward": {"gates": ["format"], "w_orm": 1.0, "w_grm": 1.0},
+                "orm": {"train": {"steps": 2, "batch_size": 4, "max_len": 128,
+                                  "heldout": None}},
+                "grm": {"base_url": srv.base_url, "model": "judge", "api_key_env": None,
+                        "k": 2, "workers": 2},
+                "anchors": {"weight": 0.9},
+            }],
+        })  # fmt: skip
+        ctx = RunContext(cfg, tmp_path)
+        stage = cfg.stages[0]
+        before = model_for_stage(ctx, stage).state_dict()
+        summary = run_stage(ctx, stage)
+        judged = len(srv.requests)
+    out = tmp_path / "general"
+    after = load_model(out / "checkpoint").state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed, "no parameter changed"
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in rows if "loss" in r]
+    assert len(rows) == 2 and losses and all(math.isfinite(v) for v in losses)
+    # an untrained policy never stops within 48 tokens (its samples are overlong and masked);
+    # the human anchors are complete replies, so they are what this run trains on
+    assert sum(r["trained_tokens"] for r in rows) > 0
+    assert (out / "orm" / "DONE").exists() and (out / "orm" / "head.safetensors").exists()
+    logged = [json.loads(x) for x in (out / "reward.jsonl").read_text().splitlines()]
+    assert logged and all("reward_mean" in r for r in logged)
+    assert summary["anchors_injected"] > 0 and summary["anchor_prompts"] == len(anchor_tasks())
+    assert judged > 0 and 0.0 <= summary["gated_frac"] <= 1.0
