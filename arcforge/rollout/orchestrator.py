@@ -7,14 +7,17 @@ on a service with free slots), run it with the agent loop, and report `complete`
 TITO Trajectories) or `fail`; the trainer takes batches with `next_batch` and announces each new
 weight version with `set_version`.
 
-Mixture control. Each batch holds exactly `quota_k` groups of kind k (largest-remainder
-rounding of the target weights; the constructor refuses a batch size whose rounding misses a
-weight by more than `tolerance`). Jobs are dispatched to the kind whose in-pipeline count
-(buffered + running + queued) is lowest relative to its quota, so a kind whose episodes take
-ten times longer simply gets ten times more concurrent jobs, and fast kinds wait in the buffer.
+Mixture control. Tasks come in pools (mixture components: usually one task kind each, e.g.
+"swe", "terminal", "search"; a pool may also be one source holding several kinds). Each batch
+holds exactly `quota_k` groups of pool k (largest-remainder rounding of the target weights; the
+constructor refuses a batch size whose rounding misses a weight by more than `tolerance`). Jobs
+are dispatched to the pool whose in-pipeline count (buffered + running + queued) is lowest
+relative to its quota, so a pool whose episodes take ten times longer simply gets ten times more
+concurrent jobs, and fast pools wait in the buffer. A job runs on a service serving its task's
+kind.
 
-Staleness. A job may start only while its kind is below its admission cap
-    consumed_k + live_k < quota_k * ((version + tau + 1) * sync_every - batches)   [per kind]
+Staleness. A job may start only while its pool is below its admission cap
+    consumed_k + live_k < quota_k * ((version + tau + 1) * sync_every - batches)   [per pool]
 i.e. no more is generated ahead than the trainer can consume before the version moves more than
 tau past it. tau = 0 and sync_every = 1 is therefore exactly synchronous RL (generate one batch,
 train, push, repeat). At delivery a group whose start version w0 (its oldest model segment) has
@@ -51,13 +54,13 @@ class OrchestratorClosed(RuntimeError):
 
 @dataclass(frozen=True)
 class Mixture:
-    """Target share of each task kind in a batch; `tolerance` is the largest allowed deviation."""
+    """Target share of each pool in a batch; `tolerance` is the largest allowed deviation."""
 
     weights: dict[str, float]
     tolerance: float = 0.05
 
     def quotas(self, groups: int) -> dict[str, int]:
-        """Groups of each kind in a batch of `groups` (largest remainder); ConfigError when the
+        """Groups of each pool in a batch of `groups` (largest remainder); ConfigError when the
         rounding misses a weight by more than the tolerance."""
         if not self.weights or any(w <= 0 for w in self.weights.values()):
             raise ConfigError(f"mixture weights must be positive, got {self.weights}")
@@ -69,7 +72,7 @@ class Mixture:
         for k in by_remainder[: groups - sum(q.values())]:
             q[k] += 1
         worst = max(abs(q[k] / groups - share[k]) for k in q)
-        if worst > self.tolerance or min(q.values()) == 0:
+        if worst > self.tolerance + 1e-9 or min(q.values()) == 0:
             raise ConfigError(
                 f"a batch of {groups} groups cannot hold the mixture {share} within "
                 f"{self.tolerance} (best split {q}); use a batch size that fits the weights"
@@ -83,7 +86,7 @@ class Lease:
 
     job_id: int
     attempt: int
-    kind: str
+    pool: str
     task: Task
     service: EnvService
     group_size: int
@@ -95,26 +98,26 @@ class Group:
     """The delivered result of one job: `group_size` trajectories of one task."""
 
     job_id: int
-    kind: str
+    pool: str
     task_id: str
     trajectories: list[Trajectory]
     start_version: int  # the oldest weight version any model token of the group came from
     attempts: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "kind": self.kind, "task_id": self.task_id,
+        return {"job_id": self.job_id, "pool": self.pool, "task_id": self.task_id,
                 "trajectories": [t.to_dict() for t in self.trajectories],
                 "start_version": self.start_version, "attempts": self.attempts}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Group:
         trajs = [Trajectory.from_dict(t) for t in d["trajectories"]]
-        return cls(d["job_id"], d["kind"], d["task_id"], trajs, d["start_version"], d["attempts"])
+        return cls(d["job_id"], d["pool"], d["task_id"], trajs, d["start_version"], d["attempts"])
 
 
 @dataclass
 class Batch:
-    """What the trainer gets: the groups (quota per kind), the version they were judged at."""
+    """What the trainer gets: the groups (quota per pool), the version they were judged at."""
 
     groups: list[Group]
     version: int
@@ -128,7 +131,7 @@ class Batch:
 @dataclass
 class _Job:
     id: int
-    kind: str
+    pool: str
     task: Task
     attempt: int = 0
     lease: Lease | None = None
@@ -148,8 +151,8 @@ class Orchestrator:
     """See the module docstring.
 
     Args:
-        pools: task kind -> its tasks (each kind's stream is a seeded permutation per epoch).
-        mixture: target share per kind (kinds absent from it are not dispatched).
+        pools: pool name -> its tasks (each pool's stream is a seeded permutation per epoch).
+        mixture: target share per pool (pools absent from it are not dispatched).
         groups_per_batch: groups in each delivered batch.
         group_size: episodes per job (a GRPO group).
         tau: the largest allowed version - start_version of a delivered group.
@@ -164,7 +167,7 @@ class Orchestrator:
         self.quotas = mixture.quotas(groups_per_batch)
         missing = sorted(k for k in self.quotas if not pools.get(k))
         if missing:
-            raise ConfigError(f"the mixture names kind(s) {missing} with no tasks")
+            raise ConfigError(f"the mixture names pool(s) {missing} with no tasks")
         if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0:
             raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0")
         self.pools, self.B, self.G = pools, groups_per_batch, group_size
@@ -198,8 +201,9 @@ class Orchestrator:
             self._cv.notify_all()
 
     def check_services(self) -> None:
-        """ConfigError naming every mixture kind that no registered service serves."""
-        missing = [k for k in self.quotas if not any(k in s.kinds for s in self.services)]
+        """ConfigError naming every task kind of the mixture's pools that no service serves."""
+        kinds = sorted({t.kind for p in self.quotas for t in self.pools[p]})
+        missing = [k for k in kinds if not any(k in s.kinds for s in self.services)]
         if missing:
             names = {s.name: s.kinds for s in self.services}
             raise ConfigError(f"no environment service serves kind(s) {missing}; services: {names}")
@@ -236,7 +240,7 @@ class Orchestrator:
             started = [t.start_version for t in trajectories if any(
                 s.source == "model" for s in t.segments)]  # fmt: skip
             start = min(started) if started else lease.start_version
-            self._buffer.append(Group(job.id, job.kind, job.task.id, list(trajectories), start,
+            self._buffer.append(Group(job.id, job.pool, job.task.id, list(trajectories), start,
                                       job.attempt + 1))  # fmt: skip
             self.counts["completed"] += 1
             self._cv.notify_all()
@@ -252,7 +256,7 @@ class Orchestrator:
             job.errors.append(reason)
             if job.attempt >= self.max_retries:
                 self.counts["failed"] += 1
-                self.failed.append({"job_id": job.id, "task_id": job.task.id, "kind": job.kind,
+                self.failed.append({"job_id": job.id, "task_id": job.task.id, "pool": job.pool,
                                     "errors": list(job.errors)})  # fmt: skip
             else:
                 job.attempt += 1
@@ -271,13 +275,13 @@ class Orchestrator:
 
     # ---- dispatch -----------------------------------------------------------------------
 
-    def _live(self, kind: str) -> int:
+    def _live(self, pool: str) -> int:
         jobs = list(self._inflight.values()) + list(self._queue)
-        return sum(g.kind == kind for g in self._buffer) + sum(j.kind == kind for j in jobs)
+        return sum(g.pool == pool for g in self._buffer) + sum(j.pool == pool for j in jobs)
 
-    def _room(self, kind: str) -> bool:
-        cap = self.quotas[kind] * ((self.version + self.tau + 1) * self.K - self.batches)
-        return self._live(kind) < cap
+    def _room(self, pool: str) -> bool:
+        cap = self.quotas[pool] * ((self.version + self.tau + 1) * self.K - self.batches)
+        return self._live(pool) < cap
 
     def _service(self, kind: str, avoid: list[str]) -> EnvService | None:
         serving = [s for s in self.services if kind in s.kinds]
@@ -287,37 +291,38 @@ class Orchestrator:
 
     def _start(self, job: _Job, service: EnvService) -> Lease:
         self._used[service.name] += self.G
-        job.lease = Lease(job.id, job.attempt, job.kind, job.task, service, self.G, self.version)
+        job.lease = Lease(job.id, job.attempt, job.pool, job.task, service, self.G, self.version)
         self._inflight[job.id] = job
         self.counts["dispatched"] += 1
         return job.lease
 
-    def _next_task(self, kind: str) -> Task:
-        pool = self.pools[kind]
-        epoch, j = divmod(self.cursor[kind], len(pool))
-        key = (kind, epoch)
+    def _peek(self, pool: str) -> Task:
+        """The pool's next task (its cursor moves only when a job takes it)."""
+        tasks = self.pools[pool]
+        epoch, j = divmod(self.cursor[pool], len(tasks))
+        key = (pool, epoch)
         if key not in self._perm:
-            self._perm = {k: v for k, v in self._perm.items() if k[0] != kind}
-            order = list(range(len(pool)))
-            Random(self.seed * 1_000_003 + epoch * 7919 + zlib.crc32(kind.encode())).shuffle(order)
+            self._perm = {k: v for k, v in self._perm.items() if k[0] != pool}
+            order = list(range(len(tasks)))
+            Random(self.seed * 1_000_003 + epoch * 7919 + zlib.crc32(pool.encode())).shuffle(order)
             self._perm[key] = order
-        self.cursor[kind] += 1
-        return pool[self._perm[key][j]]
+        return tasks[self._perm[key][j]]
 
     def _pick(self) -> Lease | None:
         for job in list(self._queue):  # retries and restored jobs first: already admitted
-            svc = self._service(job.kind, job.failed_on)
+            svc = self._service(job.task.kind, job.failed_on)
             if svc is not None:
                 self._queue.remove(job)
                 return self._start(job, svc)
         order = sorted(self.quotas, key=lambda k: self._live(k) / self.quotas[k])
-        for kind in order:
-            if not self._room(kind):
+        for pool in order:
+            if not self._room(pool):
                 continue
-            svc = self._service(kind, [])
+            task = self._peek(pool)
+            svc = self._service(task.kind, [])
             if svc is not None:
-                job = _Job(self.next_id, kind, self._next_task(kind))
-                self.next_id += 1
+                job = _Job(self.next_id, pool, task)
+                self.next_id, self.cursor[pool] = self.next_id + 1, self.cursor[pool] + 1
                 return self._start(job, svc)
         return None
 
@@ -337,17 +342,17 @@ class Orchestrator:
             self._cv.notify_all()
         return len(stale)
 
-    def _oldest_first(self, kind: str) -> list[Group]:
-        groups = [g for g in self._buffer if g.kind == kind]
+    def _oldest_first(self, pool: str) -> list[Group]:
+        groups = [g for g in self._buffer if g.pool == pool]
         return sorted(groups, key=lambda g: (g.start_version, g.job_id))
 
     def ready(self) -> dict[str, int]:
-        """Buffered groups per kind (not yet judged for staleness)."""
+        """Buffered groups per pool (not yet judged for staleness)."""
         with self._cv:
-            return {k: sum(g.kind == k for g in self._buffer) for k in self.quotas}
+            return {k: sum(g.pool == k for g in self._buffer) for k in self.quotas}
 
     def next_batch(self, timeout: float | None = None) -> Batch:
-        """Block until every kind has its quota of fresh groups; oldest groups go first.
+        """Block until every pool has its quota of fresh groups; oldest groups go first.
 
         Raises:
             TimeoutError: after `timeout` seconds, saying what is buffered, running and failed.
@@ -396,7 +401,7 @@ class Orchestrator:
                 "cursor": dict(self.cursor), "counts": dict(self.counts),
                 "failed": list(self.failed),
                 "buffer": [g.to_dict() for g in self._buffer],
-                "pending": [{"id": j.id, "kind": j.kind, "task": j.task.to_dict(),
+                "pending": [{"id": j.id, "pool": j.pool, "task": j.task.to_dict(),
                              "attempt": j.attempt, "failed_on": j.failed_on, "errors": j.errors}
                             for j in sorted(pending, key=lambda j: j.id)],
             }  # fmt: skip
@@ -414,7 +419,7 @@ class Orchestrator:
             self._inflight.clear()
             self._used = {k: 0 for k in self._used}
             self._queue = deque(
-                _Job(p["id"], p["kind"], Task.from_dict(p["task"]), p["attempt"],
+                _Job(p["id"], p["pool"], Task.from_dict(p["task"]), p["attempt"],
                      None, list(p["failed_on"]), list(p["errors"]))
                 for p in state["pending"]
             )  # fmt: skip

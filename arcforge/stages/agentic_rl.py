@@ -2,8 +2,10 @@
 workers (threads or Ray actors) -> `train_async_rl` -> checkpoint.
 
 Each source (`world:swe`, `world:terminal`, `world:search`, `world:tool`, `jsonl:tasks.jsonl`,
-...) contributes its tasks to the pool of their kind, and its weight to that kind's share of
-every batch (a source holding several kinds splits its weight by task count). Environments:
+...) is a pool of the mixture with its weight as its share of every batch; a pool is named by
+its task kind when it holds one kind (sources of the same kind merge, weights adding up), else
+by the source file's stem (e.g. "rl_pool" for a synthesized pool of SWE and terminal tasks; its
+jobs still go to the service of each task's kind). Environments:
 the `services` of the config (HTTP env services started elsewhere with `arcforge env serve`),
 else one in-process service per kind over the world's environments (`make_env`), or, with
 backend "ray", one EnvHost actor per kind.
@@ -30,7 +32,7 @@ STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
 
 
 def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[str, float]]:
-    """Tasks per kind and the mixture weight of each kind, from the stage's sources."""
+    """Tasks per pool and the mixture weight of each pool, from the stage's sources."""
     pools: dict[str, list[Task]] = {}
     weights: Counter[str] = Counter()
     for s in stage.sources:
@@ -42,10 +44,9 @@ def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[st
         if bad:
             raise UserError(f"stage {stage.name!r}: source {s.source!r} has task kind(s) {bad} "
                             f"with no environment; known: {sorted(FACTORIES)}")  # fmt: skip
-        for t in tasks:
-            pools.setdefault(t.kind, []).append(t)
-        for k, n in kinds.items():
-            weights[k] += s.weight * n / len(tasks)
+        name = next(iter(kinds)) if len(kinds) == 1 else Path(s.source.split(":", 1)[-1]).stem
+        pools.setdefault(name, []).extend(tasks)
+        weights[name] += s.weight
     return pools, dict(weights)
 
 
@@ -85,7 +86,8 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
                              max_batch=max(64, stage.workers * stage.group_size))  # fmt: skip
         workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers)
-    for svc in _services(stage, sorted(weights), world):
+    kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
+    for svc in _services(stage, kinds, world):
         orch.register(svc)
     rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
                           desc=f"agentic rl {stage.name}")  # fmt: skip

@@ -3,7 +3,7 @@
 Rollout workers (threads, or Ray actors) generate continuously through the orchestrator; the
 trainer below takes a batch whenever one is ready:
 
-    batch     orch.next_batch(): quota per task kind, over-stale groups (version - w0 > tau)
+    batch     orch.next_batch(): quota per pool (task kind), over-stale groups (version - w0 > tau)
               already dropped and counted; the trainer is idle only while it waits here
     tensors   TITO trajectories -> one padded TokenBatch; observation/template tokens have
               loss 0 from the agent loop; overlong trajectories (a reply cut by
@@ -104,7 +104,7 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
 
     Returns:
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
-        trajectory), staleness_max/mean, reward_mean, per-kind group counts).
+        trajectory), staleness_max/mean, reward_mean, group counts per pool).
     """
     trajs = batch.trajectories
     tb = pad_trajectories(trajs, pad_id)
@@ -121,8 +121,8 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         "staleness_max": max(stale),
         "staleness_mean": sum(stale) / len(stale),
         "reward_mean": rewards.mean().item(),
-        **{f"groups_{k}": sum(g.kind == k for g in batch.groups)
-           for k in sorted({g.kind for g in batch.groups})},
+        **{f"groups_{k}": sum(g.pool == k for g in batch.groups)
+           for k in sorted({g.pool for g in batch.groups})},
     }  # fmt: skip
     return tb, stats
 

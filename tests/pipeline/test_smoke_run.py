@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["pretrain", "midtrain", "sft", "rl", "distill"]
+STAGES = ["pretrain", "midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 SUPERVISED = ["pretrain", "midtrain", "sft"]
 
 

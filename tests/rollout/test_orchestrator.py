@@ -105,6 +105,18 @@ def test_mixture_quotas_and_tolerance():
     assert Mixture({"a": 1, "b": 1, "c": 1}, tolerance=0.2).quotas(4) == {"a": 2, "b": 1, "c": 1}
 
 
+def test_a_pool_of_several_kinds_runs_each_task_on_its_kinds_service():
+    mixed = tasks("math", 2) + tasks("search", 2)  # e.g. one synthesized jsonl source
+    orch = Orchestrator({"mixed": mixed, "math": tasks("math", 2)},
+                        Mixture({"mixed": 1, "math": 1}), 2, tau=1)  # fmt: skip
+    for kind in ("math", "search"):
+        orch.register(local_service(kind, [kind], lambda t: SleepEnv(t.kind, 0)))
+    leases = [orch.acquire(timeout=0.1) for _ in range(4)]  # cap: 2 per pool at tau = 1
+    assert sorted(x.pool for x in leases) == ["math", "math", "mixed", "mixed"]
+    assert all(x.service.name == x.task.kind for x in leases)
+    assert orch.acquire(timeout=0.05) is None
+
+
 def test_injected_stale_group_is_dropped_and_counted():
     orch = Orchestrator({"math": tasks("math", 3)}, Mixture({"math": 1}), 1, tau=1)
     orch.set_version(3)
@@ -231,7 +243,7 @@ def test_mixture_ratios_hold_under_tenfold_latency_skew(tok, model, engine):
         kinds = []
         for v in range(1, 5):
             batch = orch.next_batch(timeout=60)
-            kinds.append(sorted(g.kind for g in batch.groups))
+            kinds.append(sorted(g.pool for g in batch.groups))
             assert all(v - 1 - g.start_version <= 2 for g in batch.groups)
             workers.push_weights(model.state_dict(), v, timeout=30)
     finally:
