@@ -68,6 +68,10 @@ def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
 def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -> dict:
     tok, world = ctx.tokenizer, ctx.world
     model = model_for_stage(ctx, stage)
+    n_pos = getattr(model.config, "max_position_embeddings", None)
+    if n_pos is not None and stage.context_budget > n_pos:
+        raise UserError(f"stage {stage.name!r}: context_budget {stage.context_budget} exceeds the "
+                        f"model's max_position_embeddings {n_pos}")  # fmt: skip
     pools, weights = task_pools(stage)
     orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
                         stage.group_size, stage.tau, stage.sync_every, stage.max_retries,

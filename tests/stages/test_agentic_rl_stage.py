@@ -42,6 +42,9 @@ def test_bad_stage_configs_name_the_problem(run_dir):
     cfg = load_config(CONFIG, chat_only)
     with pytest.raises(UserError, match="task kind\\(s\\) \\['chat'\\] with no environment"):
         run_pipeline(cfg, run_dir, evaluate=False, report=False)
+    cfg = load_config(CONFIG, ["stages.agentic.name=long", "stages.long.context_budget=4096"])
+    with pytest.raises(UserError, match="context_budget 4096 exceeds .* 2048"):
+        run_pipeline(cfg, run_dir, evaluate=False, report=False)
     cfg = load_config(CONFIG, ["stages.agentic.name=odd", "stages.odd.groups_per_step=3"])
     with pytest.raises(ConfigError, match="a batch of 3 groups cannot hold the mixture"):
         run_pipeline(cfg, run_dir, evaluate=False, report=False)
