@@ -23,7 +23,7 @@ demo: setup
 	$(BIN)/arcforge run
 
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=10
 
 test-all: setup
 	$(BIN)/python -m pytest -q -m "" -p no:cacheprovider

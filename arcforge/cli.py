@@ -204,6 +204,17 @@ def eval_(
         evaluate_run(RunContext(cfg, target))
         typer.echo(f"report: {write_report(target)}")
         return
+    if not (target / "config.json").exists():
+        raise UserError(
+            f"{target} is neither a checkpoint directory (no config.json) "
+            "nor a run directory (no config.yaml)"
+        )
+    if names:
+        from arcforge.eval.suites import SUITES
+
+        unknown = [n for n in names if n not in SUITES]
+        if unknown:
+            raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
     cfg = load_config(config)
     from arcforge.stages import build_world_from_cfg
 

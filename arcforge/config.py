@@ -76,6 +76,8 @@ class StageCfg(Strict):
     checkpoint_every: int = Field(50, gt=0)
     log_every: int = Field(10, gt=0)
     eval: bool = True  # evaluate this stage's checkpoint in the capability matrix
+    eval_skip: list[str] = []  # suites of eval.suites not run on this stage (e.g. agent suites
+    # on a checkpoint that has never seen a tool call); blank cells in the matrix
 
 
 class LMStageCfg(StageCfg):
@@ -121,6 +123,11 @@ class EvalCfg(Strict):
     max_new_tokens: int = Field(96, gt=0)
     batch_size: int = Field(64, gt=0)
     seed: int = 1234
+    # The `reasoning` suite samples k replies per task at this temperature (avg@k, seeded by
+    # `seed`), as reasoning models are evaluated; `reasoning_greedy` decodes greedily.
+    temperature: float = Field(0.7, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    samples: int = Field(4, gt=0)
 
     def n_for(self, suite: str) -> int:
         """How many held-out tasks `suite` evaluates: `n_per_suite[suite]`, else `n`."""
@@ -213,6 +220,10 @@ def parse_config(raw: dict[str, Any], where: str = "<config>") -> RunCfg:
     except ValidationError as err:
         raise _explain(err, where) from None
     cfg.stages = _parse_stages(stages, where)
+    for i, st in enumerate(cfg.stages):
+        extra = [x for x in st.eval_skip if x not in cfg.eval.suites]
+        if extra:
+            raise ConfigError(f"{where}: key 'stages[{i}].eval_skip': {extra} not in eval.suites")
     return cfg
 
 

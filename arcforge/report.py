@@ -21,8 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from arcforge.errors import UserError  # noqa: E402
-
-LOWER_IS_BETTER = {"lm_loss"}
+from arcforge.eval.stats import LOWER_IS_BETTER, mean_ci  # noqa: E402
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -37,7 +36,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
     if not cfg_path.exists():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
-    stages, matrix = [], {}
+    stages, matrix, items = [], {}, {}
     for s in cfg.get("stages", []):
         name = s["name"]
         done = run_dir / name / "DONE"
@@ -53,24 +52,46 @@ def collect(run_dir: Path) -> dict[str, Any]:
                     "ci": r["ci"],
                     "n": r["n"],
                 }
+                if r.get("scores"):
+                    items.setdefault(suite, {})[name] = r["scores"]
     return {
         "run": cfg.get("name", run_dir.name),
         "matrix": matrix,
         "stages": stages,
-        "changes": changes(matrix, [s["name"] for s in stages]),
+        "changes": changes(matrix, [s["name"] for s in stages], items),
         "forgetting": forgetting(matrix, stages),
     }
 
 
-def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[str, Any]]:
-    """Each stage versus the previous evaluated stage, per suite."""
+def changes(
+    matrix: dict[str, dict[str, dict]],
+    order: list[str],
+    items: dict[str, dict[str, list[float]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Each stage versus the previous evaluated stage, per suite.
+
+    Every stage is scored on the same held-out items (and the same sampling seeds), so when the
+    per-item scores of both stages are known the change gets a paired 95% interval: the mean of
+    the per-item differences ± 1.96 SE, much tighter than two independent intervals, and
+    `beyond_ci` means that interval excludes 0. Without per-item scores (older caches) it falls
+    back to the two score intervals not overlapping. `intervals_overlap` is reported either way.
+    """
+    items = items or {}
     out = []
     for suite, by_stage in matrix.items():
         seq = [s for s in order if s in by_stage]
         for a, b in zip(seq, seq[1:]):
             ra, rb = by_stage[a], by_stage[b]
             delta = rb["score"] - ra["score"]
-            sep = rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0]
+            overlap = not (rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0])
+            xa, xb = items.get(suite, {}).get(a), items.get(suite, {}).get(b)
+            delta_ci = None
+            if xa and xb and len(xa) == len(xb) > 1:
+                _, lo, hi = mean_ci([y - x for x, y in zip(xa, xb)])
+                delta_ci = [lo, hi]
+                sep = lo > 0 or hi < 0
+            else:
+                sep = not overlap
             better = (delta < 0) if suite in LOWER_IS_BETTER else (delta > 0)
             out.append(
                 {
@@ -78,6 +99,9 @@ def changes(matrix: dict[str, dict[str, dict]], order: list[str]) -> list[dict[s
                     "from": a,
                     "to": b,
                     "delta": delta,
+                    "delta_ci": delta_ci,
+                    "paired": delta_ci is not None,
+                    "intervals_overlap": overlap,
                     "beyond_ci": sep,
                     "improved": better and sep,
                 }
@@ -209,12 +233,18 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         "",
         "## What each stage changed",
         "",
-        "| suite | from → to | Δ score | beyond 95% CI | improved |",
-        "|---|---|---|---|---|",
+        "Δ 95% CI is paired (per-item differences on the same held-out items and seeds) where "
+        "the per-item scores are known; otherwise a change counts when the two intervals do not "
+        "overlap.",
+        "",
+        "| suite | from → to | Δ score | Δ 95% CI | beyond 95% CI | improved |",
+        "|---|---|---|---|---|---|",
     ]
     for c in rep["changes"]:
+        dci = c.get("delta_ci")
+        dci_s = f"[{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else "unpaired"
         lines.append(
-            f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | "
+            f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | {dci_s} | "
             f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"
         )
     lines += _forgetting_md(rep.get("forgetting", []))

@@ -51,6 +51,7 @@ def evaluate_checkpoint(
             out = SUITES[name](ev, cfg)
             results[name] = {
                 **summarize(out.scores),
+                "scores": [round(float(x), 6) for x in out.scores],  # per item, for paired deltas
                 "examples": out.examples,
                 "seconds": round(time.time() - t0, 2),
             }
@@ -71,7 +72,8 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
             continue
         cache = out_dir / f"{stage.name}.json"
         have = json.loads(cache.read_text()) if cache.exists() else {}
-        missing = [s for s in ctx.cfg.eval.suites if s not in have]
+        skip = set(getattr(stage, "eval_skip", []))
+        missing = [s for s in ctx.cfg.eval.suites if s not in have and s not in skip]
         if missing:
             have.update(
                 evaluate_checkpoint(

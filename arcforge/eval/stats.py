@@ -1,13 +1,17 @@
 """Confidence intervals for evaluation scores.
 
 Binary scores (pass/fail) get a Wilson score interval, which behaves at 0% and 100% where the
-normal approximation collapses; continuous scores (losses, partial credit) get mean ± 1.96 SE.
+normal approximation collapses; continuous scores (losses, partial credit) get mean ± 1.96 SE,
+clipped to [0, 1] when every score lies there (a share cannot be negative).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+# suites whose score is a loss: lower is better (the report's deltas and heatmap read this)
+LOWER_IS_BETTER = frozenset({"lm_loss", "long_context_nll"})
 
 
 def wilson_ci(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -42,4 +46,6 @@ def summarize(scores: Sequence[float]) -> dict:
         lo, hi = wilson_ci(k, n)
         return {"score": k / n, "ci": [lo, hi], "n": n}
     m, lo, hi = mean_ci(scores)
+    if n and all(0.0 <= s <= 1.0 for s in scores):
+        lo, hi = max(0.0, lo), min(1.0, hi)
     return {"score": m, "ci": [lo, hi], "n": n}

@@ -2,14 +2,22 @@
 
 A suite is a function `(Evaluator, EvalCfg) -> SuiteOutput` registered in `SUITES`: per-item
 scores (averaged into score ± 95% CI by the harness) plus a few examples for the report.
-Generation is greedy, with the same held-out tasks and order for every stage, so differences
-between stages are differences between checkpoints.
+Generation is greedy, except in `reasoning`, with the same held-out tasks and order for every
+stage, so differences between stages are differences between checkpoints.
 
 - lm_loss       mean next-token loss on held-out world documents (lower is better)
-- reasoning     arithmetic word problems, final answer checked with math-verify
+- reasoning     arithmetic word problems, final answer checked with math-verify; avg@k: k
+                seeded samples per task at eval.temperature (the policy RL optimizes; the
+                way reasoning models are reported), per-task mean scores, CI over tasks
+- reasoning_greedy
+                the same tasks, one greedy reply each
 - tool_format   share of replies to tool-use prompts that contain a well-formed, schema-valid
                 tool call (success with real tools is measured by the environment suites)
 - long_context  a fact placed far back in a long document, asked for at the end (plain LM)
+- long_context_nll
+                the same items teacher-forced: mean loss (nats) per token of the right answer
+                after the whole document (lower is better): what a context stage bought, even
+                for a model that cannot yet produce the answer
 - chat          instructions with checkable constraints, all satisfied = 1
 - general       the same held-out instructions scored by general RL's rule reward (gates:
                 format, required/forbidden content, JSON; then the share of constraints met)
@@ -34,12 +42,11 @@ import torch.nn.functional as F
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
+from arcforge.eval.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.rewards.math import exact_match, math_reward
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 from arcforge.train.lm import HELDOUT_SEQ_LEN
 from arcforge.types import Message, Task
-
-LOWER_IS_BETTER = {"lm_loss"}
 
 
 @dataclass
@@ -61,9 +68,22 @@ class Evaluator:
         ids = [self.tokenizer.convert_tokens_to_ids(t) for t in (END, EOS)]
         return [i for i in ids if i is not None and i >= 0]
 
-    def complete(self, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
+    def complete(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        sampling: tuple[float, float, int, int] | None = None,
+    ) -> list[str]:
+        """Greedy completions, or with `sampling` = (temperature, top_p, k, seed) k seeded
+        samples per prompt (prompt-major order)."""
+        temp, top_p, k, seed = sampling or (0.0, 1.0, 1, None)
         params = SamplingParams(
-            max_new_tokens=max_new_tokens, temperature=0.0, stop_token_ids=self.stop_ids()
+            max_new_tokens=max_new_tokens,
+            temperature=temp,
+            top_p=top_p,
+            n=k,
+            seed=seed,
+            stop_token_ids=self.stop_ids(),
         )
         outs = self.engine.generate([self.fit(p, max_new_tokens) for p in prompts], params)
         return [self.tokenizer.decode(o.token_ids, skip_special_tokens=False) for o in outs]
@@ -74,8 +94,10 @@ class Evaluator:
         max_new_tokens: int,
         with_tools: bool = False,
         thinking: bool = True,
+        sampling: tuple[float, float, int, int] | None = None,
     ) -> list[str]:
-        """Greedy assistant replies (raw text with think/tool_call tags) to each task."""
+        """Assistant replies (raw text with think/tool_call tags) to each task: greedy, or k
+        per task with `sampling` (see `complete`)."""
         tools = self.world.tools()
         prompts = []
         for t in tasks:
@@ -89,7 +111,7 @@ class Evaluator:
                 add_generation_prompt=True,
             )
             prompts.append(enc.input_ids)
-        return self.complete(prompts, max_new_tokens)
+        return self.complete(prompts, max_new_tokens, sampling)
 
     def fit(self, ids: list[int], max_new_tokens: int) -> list[int]:
         """Keep the last tokens that fit the model's context with room to answer."""
@@ -116,19 +138,37 @@ def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     return SuiteOutput(scores)
 
 
-def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-    tasks = ev.world.tasks("reasoning", "test")[: cfg.n_for("reasoning")]
-    outs = ev.chat(tasks, cfg.max_new_tokens)
+def _reasoning(ev: Evaluator, cfg: EvalCfg, suite: str, sampled: bool) -> SuiteOutput:
+    tasks = ev.world.tasks("reasoning", "test")[: cfg.n_for(suite)]
+    k = cfg.samples if sampled else 1
+    sampling = (cfg.temperature, cfg.top_p, k, cfg.seed) if sampled else None
+    outs = ev.chat(tasks, cfg.max_new_tokens, sampling=sampling)
     scores, ex = [], []
-    for t, o in zip(tasks, outs):
-        parsed = parse_assistant(_strip_end(o))
-        s = math_reward(parsed.content, t.validation.answer or "")
-        scores.append(s)
+    for i, t in enumerate(tasks):
+        rs = []
+        for o in outs[i * k : (i + 1) * k]:
+            rs.append(
+                math_reward(parse_assistant(_strip_end(o)).content, t.validation.answer or "")
+            )
+        scores.append(sum(rs) / k)
         if len(ex) < 3:
             ex.append(
-                {"prompt": t.instruction, "output": o, "answer": t.validation.answer, "score": s}
+                {
+                    "prompt": t.instruction,
+                    "output": outs[i * k],
+                    "answer": t.validation.answer,
+                    "score": rs[0],
+                }
             )
     return SuiteOutput(scores, ex)
+
+
+def suite_reasoning(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    return _reasoning(ev, cfg, "reasoning", sampled=True)
+
+
+def suite_reasoning_greedy(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    return _reasoning(ev, cfg, "reasoning_greedy", sampled=False)
 
 
 def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
@@ -149,6 +189,27 @@ def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
             ex.append(
                 {"prompt": t.instruction, "output": o, "score": float(ok), "errors": parsed.errors}
             )
+    return SuiteOutput(scores, ex)
+
+
+def suite_long_context_nll(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
+    tasks = ev.world.tasks("long_context", "test")[: cfg.n_for("long_context_nll")]
+    limit = int(getattr(ev.model.config, "max_position_embeddings", 2048))
+    scores, ex = [], []
+    with torch.inference_mode():
+        for t in tasks:
+            ctx = ev.tokenizer(t.instruction + "\nAnswer:", add_special_tokens=False)["input_ids"]
+            ans = ev.tokenizer(" " + (t.validation.answer or ""), add_special_tokens=False)[
+                "input_ids"
+            ]
+            ids = (ctx + ans)[-limit:]
+            x = torch.tensor([ids])  # (1, T)
+            logits = ev.model(input_ids=x[:, :-1]).logits.float()[0]  # (T-1, V)
+            k = len(ans)
+            nll = F.cross_entropy(logits[-k:], x[0, -k:]).item()  # the answer's k tokens
+            scores.append(nll)
+            if len(ex) < 3:
+                ex.append({"answer": t.validation.answer, "context_tokens": len(ctx), "nll": nll})
     return SuiteOutput(scores, ex)
 
 
@@ -254,8 +315,10 @@ def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, Eval
 SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "lm_loss": suite_lm_loss,
     "reasoning": suite_reasoning,
+    "reasoning_greedy": suite_reasoning_greedy,
     "tool_format": suite_tool_format,
     "long_context": suite_long_context,
+    "long_context_nll": suite_long_context_nll,
     "chat": suite_chat,
     "tool": _env_suite("tool"),
     "search": _env_suite("search"),

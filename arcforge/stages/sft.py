@@ -16,6 +16,18 @@ from arcforge.types import Message, Tool
 # ---- SFT -----------------------------------------------------------------------------------
 
 
+def _tools(schemas: list, origin: str) -> list[Tool]:
+    """Tool schemas of a record: flat ({name, description, parameters}) or OpenAI-shaped
+    ({"type": "function", "function": {...}}, as GEM writes them)."""
+    out = []
+    for t in schemas:
+        f = t.get("function", t) if isinstance(t, dict) else None
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            raise UserError(f"{origin}: a tool schema needs a 'name': {str(t)[:120]}")
+        out.append(Tool(f["name"], f.get("description", ""), f.get("parameters", {})))
+    return out
+
+
 def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
     tools = ctx.world.tools()
     convs = []
@@ -33,9 +45,7 @@ def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
             # expert episodes carry their environment's tool schemas (bash, python, ...)
             schemas = r.meta.get("tool_schemas")
             offered = (
-                [Tool(t["name"], t["description"], t["parameters"]) for t in schemas]
-                if schemas
-                else [tools[n] for n in names if n in tools]
+                _tools(schemas, r.origin) if schemas else [tools[n] for n in names if n in tools]
             )
             convs.append(Conversation(r.messages, offered, True if mode == "preserved" else None))
     return convs

@@ -7,8 +7,15 @@ What it does, in `RUN_DIR/<stage>/`:
 - terminal/: when `terminal_seeds` > 0, the world's terminal tasks seed LLM-driven terminal
   synthesis against an OpenAI-compatible endpoint: `llm.base_url`, or `llm.checkpoint` (a stage
   of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
-- rl_pool.jsonl: every accepted task as a Task record (task + env config + verifier), readable
-  as `jsonl:RUN_DIR/<stage>/rl_pool.jsonl` by the agentic RL stage;
+- search/: when `search` > 0, WKG + multi-hop search synthesis from the world's pages, with the
+  LLM as the no-tool filter (a question the model answers without searching is dropped) and
+  as the paraphraser -> search/tasks.jsonl, search/wkg.jsonl, search/summary.json;
+- gem/: when `gem_texts` > 0, GEM (extract -> tools -> trajectory -> refine; `gem_route` llm
+  or rule) over the first procedure-like clean corpus texts -> gem/sft.jsonl, SFT records
+  (with their OpenAI tool schemas) an SFT stage reads as `jsonl:RUN_DIR/<stage>/gem/sft.jsonl`
+  — the demo runs the rule route before SFT so that synthesis feeds SFT;
+- rl_pool.jsonl: every accepted SWE / terminal task as a Task record (task + env config +
+  verifier), readable as `jsonl:RUN_DIR/<stage>/rl_pool.jsonl` by the agentic RL stage;
 - the returned metrics: per-step counts of both pipelines.
 A tiny demo checkpoint mostly writes unusable JSON; its drafts are dropped and counted, which
 is the honest outcome. The stage trains nothing and writes no checkpoint (eval: false).
@@ -41,6 +48,10 @@ class SynthStageCfg(StageCfg):
     swe_repos: int = Field(2, ge=0)
     swe_bugs: int = Field(4, ge=0)
     terminal_seeds: int = Field(0, ge=0)
+    search: int = Field(0, ge=0)  # search tasks wanted (0: skip)
+    search_attempts: int = Field(400, gt=0)
+    gem_texts: int = Field(0, ge=0)  # procedure-like world texts through GEM (0: skip)
+    gem_route: Literal["llm", "rule"] = "llm"  # rule: no model needed (e.g. before SFT)
     terminal_variants: int = Field(2, gt=0)
     runs: int = Field(3, gt=0)
     refine_runs: int = Field(5, gt=0)
@@ -97,23 +108,40 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
     return LLMClient(url, ref, api_key_env=None, max_retries=1), stop
 
 
-def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
+def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
     from arcforge.synth.export import load_tasks
     from arcforge.synth.terminal import TerminalSynthConfig, synthesize_terminal
 
     seeds = [t.instruction for t in ctx.world.tasks("terminal", "train")[: stage.terminal_seeds]]
-    llm, stop = _llm(ctx, stage)
-    try:
-        cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants,
-                                  runs=stage.refine_runs, workers=stage.workers,
-                                  backend=stage.backend)  # fmt: skip
-        recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds)
-    finally:
-        stop()
+    cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants,
+                              runs=stage.refine_runs, workers=stage.workers,
+                              backend=stage.backend)  # fmt: skip
+    recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds)
     summary = json.loads((out / "terminal" / "summary.json").read_text())
     counts = {s["step"]: {"in": s["in"], "out": s["out"], "dropped": s["dropped"]}
               for s in summary["steps"]}  # fmt: skip
     return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
+
+
+def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
+    from arcforge.synth.knowledge import run_search
+    from arcforge.synth.search import SearchSynthConfig
+
+    cfg = SearchSynthConfig(n=stage.search, attempts=stage.search_attempts, paraphrase=True,
+                            seed=stage.seed)  # fmt: skip
+    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm)
+    return {"kept": summary["kept"], "hops": summary["hops"], "info": summary["info"],
+            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
+
+
+def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
+    from arcforge.synth.gem import is_procedure
+    from arcforge.synth.knowledge import run_gem, world_texts
+
+    texts = [t for t in world_texts(ctx.world) if is_procedure(t[1])][: stage.gem_texts]
+    summary = run_gem(out / "gem", texts, client=llm if stage.gem_route == "llm" else None)
+    return {"in": summary["in"], "kept": summary["kept"],
+            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
 
 
 @register_stage("synth")
@@ -124,7 +152,21 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
     swe_tasks, swe_counts = (
         _swe(ctx, stage, out) if stage.swe_repos and stage.swe_bugs else ([], {})
     )
-    term_tasks, term_counts = _terminal(ctx, stage, out) if stage.terminal_seeds else ([], {})
+    term_tasks, term_counts, search, gem = [], {}, {}, {}
+    if stage.gem_texts and stage.gem_route == "rule":
+        gem = _gem(ctx, stage, out, None)
+    if stage.terminal_seeds or stage.search or (stage.gem_texts and stage.gem_route == "llm"):
+        llm, stop = _llm(ctx, stage)  # one endpoint (or served checkpoint) for every LLM step
+        try:
+            if stage.terminal_seeds:
+                term_tasks, term_counts = _terminal(ctx, stage, out, llm)
+            if stage.search:
+                search = _search(ctx, stage, out, llm)
+            if stage.gem_texts and stage.gem_route == "llm":
+                gem = _gem(ctx, stage, out, llm)
+        finally:
+            stop()
     pool = export_rl_pool(swe_tasks + term_tasks, out / "rl_pool.jsonl", stage.backend)
     return {"swe_instances": len(swe_tasks), "terminal_tasks": len(term_tasks),
-            "rl_pool": pool["out"], "swe": swe_counts, "terminal": term_counts}  # fmt: skip
+            "rl_pool": pool["out"], "swe": swe_counts, "terminal": term_counts,
+            "search": search, "gem": gem}  # fmt: skip

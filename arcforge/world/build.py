@@ -23,6 +23,7 @@ from arcforge.world.demos import (
     terminal_demo,
     tool_demo,
 )
+from arcforge.world.drills import copy_drills
 from arcforge.world.kb import build_kb
 from arcforge.world.mathgen import Problem, make_problems
 from arcforge.world.names import NameBank
@@ -79,7 +80,8 @@ def _problems_for_chars(
 
 
 def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: list[Repo],
-             n_test_repos: int, task_probs: list[Problem], people: list[str]) -> tuple[list[Doc], list[Doc]]:  # fmt: skip
+             n_test_repos: int, task_probs: list[Problem], people: list[str],
+             kb_names: set[str]) -> tuple[list[Doc], list[Doc]]:  # fmt: skip
     """(pretraining mixture, held-out clean docs). Test repos and task problems stay out of both
     sides' overlap: held-out docs use held-out pages, problems and the test repos."""
     web = [
@@ -93,7 +95,8 @@ def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: li
     corpus_probs = _problems_for_chars(mrng, people, int(web_chars * cfg.math_to_web), taken)
     crng = _rng(cfg, "code")
     code = _code_docs(crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code")
-    corpus = mix(_rng(cfg, "mix"), web + code + _math_docs(corpus_probs, "math"),
+    drills = copy_drills(_rng(cfg, "drills"), int(web_chars * cfg.copy_drills), kb_names)
+    corpus = mix(_rng(cfg, "mix"), web + code + _math_docs(corpus_probs, "math") + drills,
                  cfg.junk_frac, cfg.dup_frac)  # fmt: skip
     held_web = [
         Doc(f"hweb-{i:06d}", p.text, "web") for i, p in enumerate(q for q in pages if q.heldout)
@@ -117,7 +120,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     mrng = _rng(cfg, "math")
     people = [e.name for e in kb.of_type("person")]
     task_probs = make_problems(mrng, people, n_tr + n_te, set())
-    corpus, heldout = _corpora(cfg, mrng, pages, repos, n_test_repos, task_probs, people)
+    corpus, heldout = _corpora(cfg, mrng, pages, repos, n_test_repos, task_probs, people,
+                               set(kb.by_name))  # fmt: skip
 
     pools = {
         "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),

@@ -4,12 +4,6 @@ import pytest
 
 from arcforge.envs.tool_env import ToolEnv
 from arcforge.types import Message, ToolCall
-from arcforge.world import WorldConfig, build_world
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
 
 
 def _call(name, **args):

@@ -17,7 +17,6 @@ from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine
 from arcforge.types import Message
-from arcforge.world import WorldConfig, build_world
 from arcforge.world.chains import chain_tasks
 from arcforge.world.explore import explore_tasks
 
@@ -35,11 +34,6 @@ def one_torch_thread():
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 CFG = EvalCfg(n=3, n_per_suite={"backend": 2, "chained": 2, "explore": 3}, max_turns=6,
               max_new_tokens=512)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
 
 
 @pytest.fixture(scope="module")

@@ -12,22 +12,10 @@ from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.policies import GarbageEngine, expert_engine
-from arcforge.world import WorldConfig, build_world
 
 ENV_SUITES = ("tool", "search", "tir", "code", "terminal", "swe")
 SANDBOXED = {"tir", "code", "terminal", "swe"}
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from arcforge.report import forgetting, write_report
+from arcforge.report import changes, forgetting, write_report
 
 STAGES = [{"name": n, "kind": k} for n, k in [("pretrain", "pretrain"), ("sft", "sft"),
           ("rl", "rl"), ("general", "general_rl"), ("distill", "distill")]]  # fmt: skip
@@ -73,3 +73,23 @@ def test_report_files_carry_the_table(tmp_path):
         in md
     )
     assert "Forgetting" in (tmp_path / "report.html").read_text()
+
+
+def test_changes_use_a_paired_interval_when_per_item_scores_are_known():
+    # 10 items; stage b solves the 3 items a solved plus 2 more: per-item differences are
+    # 0 x8 and 1 x2: mean 0.2, sd = sqrt((8 * 0.04 + 2 * 0.64) / 9) = sqrt(1.6 / 9) = 0.42164,
+    # half = 1.96 * 0.42164 / sqrt(10) = 0.26134 -> paired CI [-0.061, 0.461]: not beyond
+    a = [1.0] * 3 + [0.0] * 7
+    b = [1.0] * 5 + [0.0] * 5
+    m = {"s": {"a": r(0.3, 0.11, 0.6), "b": r(0.5, 0.24, 0.76)}}
+    (c,) = changes(m, ["a", "b"], {"s": {"a": a, "b": b}})
+    assert c["paired"] and c["delta_ci"] == pytest.approx([0.2 - 0.26134, 0.2 + 0.26134], abs=1e-4)
+    assert not c["beyond_ci"] and c["intervals_overlap"]
+    # 40 items with the same pattern: sd = sqrt((32 * 0.04 + 8 * 0.64) / 39) = 0.40510,
+    # half = 1.96 * 0.40510 / sqrt(40) = 0.12554 -> [0.074, 0.326]: beyond, although
+    # the two unpaired intervals still overlap
+    (c,) = changes(m, ["a", "b"], {"s": {"a": a * 4, "b": b * 4}})
+    assert c["delta_ci"][0] == pytest.approx(0.2 - 1.96 * 0.40510 / 40**0.5, abs=1e-4)
+    assert c["beyond_ci"] and c["improved"] and c["intervals_overlap"]
+    (c,) = changes(m, ["a", "b"])  # no per-item scores: the intervals must not overlap
+    assert not c["paired"] and not c["beyond_ci"]

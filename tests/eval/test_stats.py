@@ -30,3 +30,13 @@ def test_summarize_picks_wilson_for_binary():
     assert r["score"] == 0.75 and r["n"] == 4 and r["ci"] == list(wilson_ci(3, 4))
     r = summarize([0.5, 1.5])
     assert r["score"] == 1.0 and r["ci"][0] < 1.0 < r["ci"][1]
+
+
+def test_summarize_clips_shares_to_unit_interval():
+    # 0.5 and 299 zeros: mean 1/600 = 0.001667; sd = sqrt((0.25 - 300 * (1/600)^2) / 299)
+    # = sqrt(0.249167 / 299) = 0.028868; half = 1.96 * 0.028868 / sqrt(300) = 0.003267, so the
+    # raw interval starts at -0.0016: a share cannot be negative, the lower end is clipped to 0
+    r = summarize([0.5] + [0.0] * 299)
+    assert r["ci"][0] == 0.0 and r["ci"][1] == pytest.approx(1 / 600 + 0.003267, abs=1e-5)
+    # losses are not shares: no clipping
+    assert summarize([-1.0, 1.0])["ci"][0] < -1.0

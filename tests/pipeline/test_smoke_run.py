@@ -44,6 +44,9 @@ def test_report_json_shape(smoke_run):
     assert [s["name"] for s in rep["stages"]] == STAGES
     for suite in ["lm_loss", "reasoning", "tool_format", "long_context", "chat"]:
         for stage in STAGES:
+            if suite == "chat" and stage == "pretrain":  # eval_skip in smoke.yaml
+                assert stage not in rep["matrix"][suite]
+                continue
             r = rep["matrix"][suite][stage]
             assert r["n"] > 0 and r["ci"][0] <= r["score"] <= r["ci"][1]
     for f in ["report.md", "report.html", "plots/loss.png", "plots/matrix.png"]:
@@ -95,6 +98,13 @@ def test_report_command_regenerates(smoke_run):
     assert r.returncode == 0 and (smoke_run / "report.json").exists()
     r = cli("report", str(smoke_run / "nope"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_eval_checks_its_target_and_suites_first(smoke_run):
+    r = cli("eval", str(smoke_run / "nope"), timeout=60)
+    assert r.returncode == 2 and "neither a checkpoint" in r.stderr and "Traceback" not in r.stderr
+    r = cli("eval", str(smoke_run / "sft" / "checkpoint"), "--suites", "reasoning,nosuch")
+    assert r.returncode == 2 and "nosuch" in r.stderr
 
 
 def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):

@@ -20,7 +20,6 @@ from arcforge.envs.registry import env_factory, make_env
 from arcforge.envs.search_env import SYSTEM_PROMPT
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.agent import (
     AgentConfig,
@@ -31,17 +30,6 @@ from arcforge.rollout.agent import (
 from arcforge.rollout.engine import LocalEngine
 from arcforge.rollout.policies import ScriptedEngine, expert_engine
 from arcforge.types import Message, Reward, Task, Tool, ToolCall, Trajectory
-from arcforge.world import WorldConfig, build_world
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
 
 
 def echo(text: str) -> str:

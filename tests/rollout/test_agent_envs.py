@@ -7,23 +7,11 @@ from collections import Counter
 import pytest
 
 from arcforge.envs.registry import env_factory, make_env
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.policies import GarbageEngine, expert_engine, expert_script
 from arcforge.types import Task, Trajectory
-from arcforge.world import WorldConfig, build_world
 
 FINISH = {"answer", "max_turns", "context", "length"}
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
 
 
 def _check_tito(traj: Trajectory) -> None:

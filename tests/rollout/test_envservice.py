@@ -9,7 +9,6 @@ import time
 import pytest
 
 from arcforge.envs.registry import env_factory
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.envservice import (
     BackgroundServer,
@@ -21,17 +20,6 @@ from arcforge.rollout.envservice import (
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.rollout.policies import expert_engine
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.world import WorldConfig, build_world
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:200]], vocab_size=400)
 
 
 @pytest.fixture

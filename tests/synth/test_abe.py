@@ -26,12 +26,6 @@ from arcforge.synth.abe_tools import (
 )
 from arcforge.synth.wkg import build_graph
 from arcforge.types import Message, Task, ToolCall, Validation
-from arcforge.world import WorldConfig, build_world
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from arcforge.data import sources
 from arcforge.envs.registry import env_factory, make_env
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.errors import ConfigError
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.pipeline import RunContext
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.policies import expert_engine
@@ -31,23 +30,12 @@ from arcforge.synth.episodes import (
     world_tasks,
 )
 from arcforge.train.sft import Conversation, encode_conversations
-from arcforge.world import WorldConfig, build_world
 from arcforge.world.world import EpisodeCounts
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 # tool: one conversation per mode; code/terminal: interleaved + turn_level
 COUNTS = {"tool": 4, "search": 2, "tir": 4, "code": 2, "terminal": 2, "swe": 1}
 CFG = AgentConfig(max_turns=8, max_new_tokens=384, context_budget=4096)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
 
 
 @pytest.fixture(scope="module")

@@ -168,3 +168,30 @@ def test_garbage_llm_replies_are_dropped_not_fatal(tmp_path):
     assert records == [] and summary["steps"]["filter"]["dropped"] == {"bad_llm_reply": 4}
     journal = [json.loads(x) for x in (tmp_path / "filter.jsonl").read_text().splitlines()]
     assert "no parsable JSON" in journal[0]["detail"]
+
+
+def test_gem_records_feed_the_sft_stage_with_their_schemas(tmp_path):
+    from arcforge.config import RunCfg, SFTStageCfg
+    from arcforge.pipeline import RunContext
+    from arcforge.stages.sft import _conversations
+    from arcforge.world import WorldConfig, build_world
+
+    records, _ = synthesize_gem([("m", MATH), ("h", HOWTO)])
+    path = tmp_path / "sft.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    stage = SFTStageCfg(name="sft", kind="sft", sources=[{"source": f"jsonl:{path}"}])
+
+    world = build_world(WorldConfig(seed=7, scale=0.1))
+    ctx = RunContext(RunCfg(name="t", world={"seed": 7, "scale": 0.1}), tmp_path, _world=world)
+    convs = _conversations(ctx, stage)
+    assert [[t.name for t in c.tools] for c in convs] == [r["tools"] for r in records]
+    assert (
+        convs[0].tools[0].parameters
+        == records[0]["tool_schemas"][0].get("function", records[0]["tool_schemas"][0])[
+            "parameters"
+        ]
+    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**records[0], "tool_schemas": [{"description": "x"}]}) + "\n")
+    with pytest.raises(UserError, match="needs a 'name'"):
+        _conversations(ctx, SFTStageCfg(name="s", kind="sft", sources=[{"source": f"jsonl:{bad}"}]))

@@ -9,7 +9,6 @@ import pytest
 from arcforge.envs.registry import make_env
 from arcforge.envs.search_env import SearchIndex
 from arcforge.llm import LLMClient
-from arcforge.model.tokenizer import train_tokenizer
 from arcforge.replay import ReplayServer
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.policies import ScriptedEngine, expert_engine
@@ -18,12 +17,6 @@ from arcforge.synth.search_agents import PlanAgent
 from arcforge.synth.search_paths import Constraint, Draft, Hop, render
 from arcforge.synth.wkg import build_graph
 from arcforge.types import Message, ToolCall
-from arcforge.world import WorldConfig, build_world
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
 
 
 @pytest.fixture(scope="module")
@@ -157,11 +150,6 @@ def test_paraphrase_kept_only_when_names_survive(world, graph):
     assert info["paraphrased"] + info["paraphrase_rejected"] == summary["steps"]["render"]["out"]
     assert info["paraphrased"] > 0 and info["paraphrase_rejected"] > 0 and tasks
     assert all(t.instruction != "Who is it?" for t in tasks)
-
-
-@pytest.fixture(scope="module")
-def tok(world):
-    return train_tokenizer([d.text for d in world.corpus()[:200]], vocab_size=400)
 
 
 def test_model_solving_within_two_searches_drops_the_question(world, graph, synth, tok):

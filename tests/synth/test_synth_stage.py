@@ -42,3 +42,32 @@ def test_synth_stage_config_errors():
         parse_config({"stages": [{"name": "s", "kind": "synth", "swe_bug": 2}]})
     with pytest.raises(ConfigError, match="stages\\[0\\].runs"):
         parse_config({"stages": [{"name": "s", "kind": "synth", "runs": 0}]})
+
+
+def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
+    """Search (no-tool filter + paraphrase) and GEM's LLM route both reach the configured
+    endpoint (a scripted OpenAI-compatible server: the remote LLM we do not own)."""
+    import arcforge.stages  # noqa: F401
+    from arcforge.replay import ReplayServer
+
+    def llm(messages):
+        if messages[0]["content"].startswith("Rewrite"):
+            return "Could you tell me: " + messages[-1]["content"]
+        return "I do not know."  # no-tool answers are wrong; GEM gets unusable JSON
+
+    with ReplayServer(llm) as srv:
+        raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
+               "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 2,
+                           "gem_texts": 2, "llm": {"base_url": srv.base_url,
+                                                   "api_key_env": None}}]}  # fmt: skip
+        cfg = parse_config(raw)
+        summary = run_stage(RunContext(cfg, tmp_path), cfg.stages[0])
+        systems = [r["messages"][0]["content"] for r in srv.requests]
+    search = summary["search"]
+    assert search["kept"] == 2 and search["steps"]["no_tool"]["in"] >= 2
+    assert search["info"].get("paraphrased", 0) >= 1
+    out = tmp_path / "synth"
+    assert len((out / "search" / "tasks.jsonl").read_text().splitlines()) == 2
+    assert summary["gem"]["in"] == 2 and summary["gem"]["kept"] == 0  # garbage is dropped
+    assert any(s.startswith("Rewrite") for s in systems) and len(systems) > 4
+    assert summary["swe_instances"] == 0 and (out / "rl_pool.jsonl").exists()

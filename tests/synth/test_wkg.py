@@ -15,7 +15,6 @@ from arcforge.synth.wkg import (
     extract_rules,
     score_against,
 )
-from arcforge.world import WorldConfig, build_world
 
 INFOBOX = ("p1", "Vrystad", "Vrystad\ntype: city\nlocated in: Hooeiia\npopulation: 823000\n\n"
            "Related:\nZheou Thaeary lives in Vrystad.")  # fmt: skip
@@ -84,11 +83,6 @@ def test_build_graph_sends_only_free_text_pages_to_the_llm():
         build_graph([INFOBOX, TABLE, PROSE], client=LLMClient(srv.base_url, "m"))
         assert len(srv.requests) == 1
         assert "Ada Brill" in srv.requests[0]["messages"][1]["content"]
-
-
-@pytest.fixture(scope="module")
-def world():
-    return build_world(WorldConfig(seed=7, scale=0.1))
 
 
 def test_rules_on_the_world_are_exact_and_cover_most_facts(world):

@@ -1,0 +1,17 @@
+"""Shared fixtures: one small world (seed 7, scale 0.1) and a tokenizer trained on its corpus,
+built once per test session; test modules that need other sizes define their own."""
+
+import pytest
+
+from arcforge.model.tokenizer import train_tokenizer
+from arcforge.world import World, WorldConfig, build_world
+
+
+@pytest.fixture(scope="session")
+def world() -> World:
+    return build_world(WorldConfig(seed=7, scale=0.1))
+
+
+@pytest.fixture(scope="session")
+def tok(world):
+    return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
