@@ -106,6 +106,7 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         checkpoint_every=stage.checkpoint_every,
         heldout_every=stage.heldout_every,
         desc=f"{stage.kind} {stage.name}",
+        precision=stage.precision,
     )
     final_held = heldout_loss(model, held)
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})

@@ -195,6 +195,7 @@ def train_loop(
     heldout_every: int = 50,
     desc: str = "train",
     stop_after: int | None = None,
+    precision: str = "fp32",
 ) -> LoopResult:
     """Train `model` through `phases`, resuming from `out_dir/state` when it exists.
 
@@ -202,6 +203,7 @@ def train_loop(
         loss_fn: (model, batch) -> (mean loss over trained tokens, number of trained tokens).
         heldout_fn: optional held-out loss, logged every `heldout_every` steps and at the end.
         stop_after: stop (after checkpointing) once this many steps are done; for tests.
+        precision: "bf16" computes the loss under bf16 autocast (parameters stay fp32).
     Returns:
         LoopResult with the last logged loss, the step count and tokens seen.
     """
@@ -227,7 +229,9 @@ def train_loop(
                     phases[pi].on_enter(model)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, total, optim)
-            loss, n_tok = loss_fn(model, phases[pi].batch_fn(local))
+            device = next(model.parameters()).device.type
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss, n_tok = loss_fn(model, phases[pi].batch_fn(local))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)

@@ -137,5 +137,6 @@ def train_sft(
         log_every=cfg.log_every,
         checkpoint_every=cfg.checkpoint_every,
         desc=f"sft {cfg.name}",
+        precision=cfg.precision,
         **loop_kw,
     )
