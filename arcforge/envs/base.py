@@ -76,3 +76,42 @@ def execute_calls(
         for e in parse_errors or []
     ]
     return obs + [execute_call(c, tools) for c in message.tool_calls]
+
+
+class SingleTurnEnv:
+    """An environment where the first assistant reply ends the episode (MathEnv, SlidesEnv).
+
+    Subclasses implement `check(task)` (raise ValueError naming what the task lacks) and
+    `score(reply, task)` (the Reward of a reply; `reply` is None when the episode ended
+    without one, e.g. at the length or context limit).
+    """
+
+    def __init__(self, system_prompt: str | None = None) -> None:
+        self.system_prompt = system_prompt
+        self.tools: list[Tool] = []
+        self._task: Task | None = None
+        self._reply: str | None = None
+
+    def check(self, task: Task) -> None:
+        pass
+
+    def score(self, reply: str | None, task: Task) -> Reward:
+        raise NotImplementedError
+
+    def reset(self, task: Task) -> list[Message]:
+        self.check(task)
+        self._task, self._reply = task, None
+        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
+        return msgs + [Message("user", task.instruction)]
+
+    def step(self, message: Message) -> StepResult:
+        self._reply = message.content
+        return StepResult(observations=[], done=True)
+
+    def verify(self) -> Reward:
+        if self._task is None:
+            raise RuntimeError(f"{type(self).__name__}.verify called before reset")
+        return self.score(self._reply, self._task)
+
+    def close(self) -> None:
+        pass

@@ -9,13 +9,13 @@ made in a thread shares one Chromium.
 
 from __future__ import annotations
 
-from arcforge.envs.base import StepResult
+from arcforge.envs.base import SingleTurnEnv
 from arcforge.rewards.slides import deck_reward
 from arcforge.rewards.slides_render import SlideRenderer
-from arcforge.types import Message, Reward, Task, Tool
+from arcforge.types import Reward, Task
 
 
-class SlidesEnv:
+class SlidesEnv(SingleTurnEnv):
     """Single-turn slide-deck environment.
 
     Args:
@@ -25,33 +25,18 @@ class SlidesEnv:
 
     def __init__(self, system_prompt: str | None = None,
                  renderer: SlideRenderer | None = None) -> None:  # fmt: skip
-        self.system_prompt = system_prompt
+        super().__init__(system_prompt)
         self.renderer = renderer
-        self.tools: list[Tool] = []
-        self._task: Task | None = None
-        self._reply: str | None = None
 
-    def reset(self, task: Task) -> list[Message]:
+    def check(self, task: Task) -> None:
         missing = [k for k in ("outline", "assets", "design") if k not in task.context]
         if task.kind != "slides" or missing:
             raise ValueError(f"task {task.id}: SlidesEnv needs a slides task with context "
                              f"outline, assets and design (missing: {missing or 'kind'})")  # fmt: skip
-        self._task, self._reply = task, None
-        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
-        return msgs + [Message("user", task.instruction)]
 
-    def step(self, message: Message) -> StepResult:
-        self._reply = message.content
-        return StepResult(observations=[], done=True)
-
-    def verify(self) -> Reward:
-        if self._task is None:
-            raise RuntimeError("SlidesEnv.verify called before reset")
-        if not self._reply:
+    def score(self, reply: str | None, task: Task) -> Reward:
+        if not reply:
             return Reward(0.0, {"problems": ["no reply"]})
         if self.renderer is None:
             self.renderer = SlideRenderer()
-        return deck_reward(self._reply, self._task, self.renderer)
-
-    def close(self) -> None:
-        pass
+        return deck_reward(reply, task, self.renderer)
