@@ -117,22 +117,13 @@ def _lines(path: Path | None) -> list[str]:
 
 def _pages(path: Path | None) -> list[dict]:
     """Web pages: JSONL of {url, title, text | html}."""
-    if path is None:
-        return []
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            page = json.loads(line)
-        except json.JSONDecodeError:
-            page = None
-        if not isinstance(page, dict) or not isinstance(page.get("text") or page.get("html"), str):
-            raise UserError(f'{path}:{n}: expected {{"url", "title", "text"}}')
-        out.append(page)
-    return out
+    from arcforge.synth.knowledge import read_jsonl
+
+    pages = read_jsonl(path, "pages") if path is not None else []
+    for n, page in enumerate(pages, 1):
+        if not isinstance(page.get("text") or page.get("html"), str):
+            raise UserError(f'{path}: page {n}: expected {{"url", "title", "text" or "html"}}')
+    return pages
 
 
 def terminal_cmd(
