@@ -40,14 +40,18 @@ class Document:
     text: str
 
 
-def _as_document(d: Any) -> Document:
+def as_document(d: Any) -> Document:
+    """A Document from a Document, a (doc_id, title, text) tuple, a {"id", "title"?, "text"}
+    dict or anything with .id/.title/.text (e.g. arcforge.world.Page)."""
     if isinstance(d, Document):
         return d
+    if isinstance(d, dict) and "id" in d and "text" in d:
+        return Document(str(d["id"]), str(d.get("title", "")), str(d["text"]))
     if isinstance(d, tuple | list) and len(d) == 3:
         return Document(str(d[0]), str(d[1]), str(d[2]))
     if all(hasattr(d, a) for a in ("id", "title", "text")):  # e.g. arcforge.world.Page
         return Document(str(d.id), str(d.title), str(d.text))
-    raise ValueError(f"a corpus item must be a Document, (doc_id, title, text) or have "
+    raise ValueError(f"a corpus item must be a Document, (doc_id, title, text), a dict or have "
                      f".id/.title/.text; got {type(d).__name__}")  # fmt: skip
 
 
@@ -55,7 +59,7 @@ class SearchIndex:
     """A BM25 index (bm25s, English stopwords) over documents' titles and texts."""
 
     def __init__(self, docs: Iterable[Any]) -> None:
-        self.docs = [_as_document(d) for d in docs]
+        self.docs = [as_document(d) for d in docs]
         if not self.docs:
             raise ValueError("SearchIndex needs at least one document")
         self.by_id = {d.id: d for d in self.docs}

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from arcforge.envs.search_env import Document, as_document
 from arcforge.errors import UserError
 from arcforge.world.kb import RELATIONS
 
@@ -71,24 +72,10 @@ class Fact:
         return (self.subject, self.relation, self.object)
 
 
-@dataclass(frozen=True)
-class Doc:
-    """A page as the extractors see it: id, title, text."""
-
-    id: str
-    title: str
-    text: str
-
-
-def as_doc(d: Any) -> Doc:
-    """A Doc from a world Page, a search Document, a (id, title, text) tuple or a dict."""
-    if isinstance(d, Doc):
-        return d
-    if isinstance(d, dict):
-        return Doc(str(d["id"]), str(d.get("title", "")), str(d["text"]))
-    if isinstance(d, tuple | list) and len(d) == 3:
-        return Doc(str(d[0]), str(d[1]), str(d[2]))
-    return Doc(str(d.id), str(d.title), str(d.text))
+# A page as the extractors see it (id, title, text): the search environment's Document, so the
+# graph's pages and the SearchEnv corpus built from them are one type.
+Doc = Document
+as_doc = as_document
 
 
 def _valid_object(rel: str, obj: str) -> bool:
