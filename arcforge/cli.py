@@ -192,11 +192,12 @@ def eval_(
     import json
 
     from arcforge.config import load_config
-    from arcforge.eval.harness import evaluate_checkpoint, evaluate_run
+    from arcforge.eval.harness import check_suites, evaluate_checkpoint, evaluate_run
     from arcforge.pipeline import RunContext
     from arcforge.report import write_report
 
     names = [s for s in suites.split(",") if s] or None
+    check_suites(names or [])  # before any world is built
     if (target / "config.yaml").exists() and not (target / "config.json").exists():
         cfg = load_config(config or target / "config.yaml")
         if names:
@@ -209,12 +210,6 @@ def eval_(
             f"{target} is neither a checkpoint directory (no config.json) "
             "nor a run directory (no config.yaml)"
         )
-    if names:
-        from arcforge.eval.suites import SUITES
-
-        unknown = [n for n in names if n not in SUITES]
-        if unknown:
-            raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
     cfg = load_config(config)
     from arcforge.stages import build_world_from_cfg
 

@@ -34,14 +34,19 @@ def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
     return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 
+def check_suites(names: list[str]) -> None:
+    """Raise a UserError naming any suite that is not registered."""
+    unknown = [s for s in names if s not in SUITES]
+    if unknown:
+        raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
+
+
 def evaluate_checkpoint(
     ckpt: Path, world: Any, cfg: EvalCfg, suites: list[str] | None = None, desc: str = "eval"
 ) -> dict[str, dict]:
     """Run `suites` (default: cfg.suites) on one checkpoint; returns {suite: result}."""
     names = suites or cfg.suites
-    unknown = [s for s in names if s not in SUITES]
-    if unknown:
-        raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
+    check_suites(names)
     torch.manual_seed(cfg.seed)
     ev = load_evaluator(ckpt, world, cfg.batch_size)
     results: dict[str, dict] = {}
