@@ -411,6 +411,11 @@ def synth_search(
     hops: str = typer.Option("3,4", help="Comma-separated hop counts."),
     paraphrase: bool = typer.Option(False, help="LLM paraphrase of template questions."),
     llm_pages: int = typer.Option(0, help="Free-text pages sent to the LLM extractor (-1: all)."),
+    checkpoint: Path = typer.Option(
+        None,
+        help="A local checkpoint run as a search agent: questions it answers within 2 "
+        "searches are dropped (the model-based 2-search filter).",
+    ),
     seed: int = typer.Option(0),
     llm_url: str = LLMUrlOpt,
     llm_model: str = LLMModelOpt,
@@ -430,7 +435,13 @@ def synth_search(
     client = make_client(llm_url, llm_model, llm_key_env)
     src = {"pages": load_pages(pages)} if pages else {"world": _synth_world(config)}
     cap = None if llm_pages < 0 else llm_pages
-    summary = run_search(out, cfg=cfg, client=client, llm_pages=cap, **src)
+    engine = None
+    if checkpoint is not None:
+        from arcforge.eval.harness import load_evaluator
+
+        ev = load_evaluator(checkpoint, None)  # a UserError when it is not a checkpoint
+        engine = (ev.engine, ev.tokenizer)
+    summary = run_search(out, cfg=cfg, client=client, llm_pages=cap, engine=engine, **src)
     typer.echo(json.dumps({"kept": summary["kept"], "hops": summary["hops"]}))
 
 

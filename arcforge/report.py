@@ -54,6 +54,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
                 }
                 if r.get("scores"):
                     items.setdefault(suite, {})[name] = r["scores"]
+                if r.get("reused_from"):
+                    info.setdefault("eval_reused_from", r["reused_from"])
     return {
         "run": cfg.get("name", run_dir.name),
         "matrix": matrix,
@@ -229,6 +231,13 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     ]
     for suite, by in rep["matrix"].items():
         lines.append(f"| {suite} | " + " | ".join(_fmt(by.get(c), suite) for c in cols) + " |")
+    for s in rep["stages"]:
+        if s.get("eval_reused_from"):
+            lines += [
+                "",
+                f"`{s['name']}` ended with weights identical to `{s['eval_reused_from']}` "
+                "(it made no update), so its column reuses those results.",
+            ]
     lines += [
         "",
         "## What each stage changed",

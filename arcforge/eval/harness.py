@@ -3,11 +3,15 @@
 `evaluate_checkpoint` loads one checkpoint and runs the configured suites on held-out tasks;
 `evaluate_run` does that for every finished stage of a run and caches each stage's results in
 `RUN_DIR/eval/<stage>.json` (a rerun only evaluates what is missing). Each result is
-`{"score", "ci": [lo, hi], "n", "examples"}`.
+`{"score", "ci": [lo, hi], "n", "scores", "examples", "weights"}`, where `weights` fingerprints
+the checkpoint's safetensors: evaluation is seeded, so a stage whose weights equal an evaluated
+stage's (an RL stage whose every group had equal rewards makes no update) reuses those results,
+marked `reused_from`, instead of running the suites again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -39,6 +43,29 @@ def check_suites(names: list[str]) -> None:
     unknown = [s for s in names if s not in SUITES]
     if unknown:
         raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
+
+
+def weights_fingerprint(ckpt: Path) -> str:
+    """sha256 over the checkpoint's safetensors files (names and bytes), in name order."""
+    h = hashlib.sha256()
+    for f in sorted(ckpt.glob("*.safetensors")):
+        h.update(f.name.encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _reusable(out_dir: Path, fingerprint: str, stage: str) -> dict[str, dict]:
+    """Results of other stages' caches computed on the same weights, {suite: result}."""
+    found: dict[str, dict] = {}
+    for f in sorted(out_dir.glob("*.json")):
+        if f.stem == stage:
+            continue
+        for suite, res in json.loads(f.read_text()).items():
+            if res.get("weights") == fingerprint and suite not in found:
+                found[suite] = {**res, "reused_from": res.get("reused_from", f.stem)}
+    return found
 
 
 def evaluate_checkpoint(
@@ -80,11 +107,22 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
         skip = set(getattr(stage, "eval_skip", []))
         missing = [s for s in ctx.cfg.eval.suites if s not in have and s not in skip]
         if missing:
-            have.update(
-                evaluate_checkpoint(
-                    ckpt, ctx.world, ctx.cfg.eval, missing, desc=f"eval {stage.name}"
+            fp = weights_fingerprint(ckpt)
+            same = _reusable(out_dir, fp, stage.name)
+            reused = {s: same[s] for s in missing if s in same}
+            if reused:
+                src = sorted({r["reused_from"] for r in reused.values()})
+                print(
+                    f"[eval {stage.name}] weights identical to {', '.join(src)}: "
+                    f"reusing {len(reused)} suite result(s)"
                 )
-            )
+            have.update(reused)
+            todo = [s for s in missing if s not in reused]
+            if todo:
+                new = evaluate_checkpoint(
+                    ckpt, ctx.world, ctx.cfg.eval, todo, desc=f"eval {stage.name}"
+                )
+                have.update({s: {**r, "weights": fp} for s, r in new.items()})
             cache.write_text(json.dumps(have, indent=1))
         results[stage.name] = have
         line = "  ".join(f"{s}={have[s]['score']:.3f}" for s in ctx.cfg.eval.suites if s in have)

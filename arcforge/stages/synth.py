@@ -9,7 +9,12 @@ What it does, in `RUN_DIR/<stage>/`:
   of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
 - search/: when `search` > 0, WKG + multi-hop search synthesis from the world's pages, with the
   LLM as the no-tool filter (a question the model answers without searching is dropped) and
-  as the paraphraser -> search/tasks.jsonl, search/wkg.jsonl, search/summary.json;
+  as the paraphraser; when the LLM is a checkpoint served in-process, that model also runs the
+  search agent and a question it answers within 2 searches is dropped (`search_model_filter`)
+  -> search/tasks.jsonl, search/wkg.jsonl, search/summary.json;
+- abe/: when `abe` > 0, ABE tool environments: `abe_route: llm` has the LLM decompose and
+  document the world's search questions (train split) as tool sets; `rule` samples
+  them from the world's knowledge graph -> abe/tasks.jsonl, abe/summary.json;
 - gem/: when `gem_texts` > 0, GEM (extract -> tools -> trajectory -> refine; `gem_route` llm
   or rule) over the first procedure-like clean corpus texts -> gem/sft.jsonl, SFT records
   (with their OpenAI tool schemas) an SFT stage reads as `jsonl:RUN_DIR/<stage>/gem/sft.jsonl`
@@ -52,6 +57,9 @@ class SynthStageCfg(StageCfg):
     search_attempts: int = Field(400, gt=0)
     gem_texts: int = Field(0, ge=0)  # procedure-like world texts through GEM (0: skip)
     gem_route: Literal["llm", "rule"] = "llm"  # rule: no model needed (e.g. before SFT)
+    search_model_filter: bool = True  # a served checkpoint must also fail within 2 searches
+    abe: int = Field(0, ge=0)  # ABE tool environments wanted (0: skip)
+    abe_route: Literal["llm", "rule"] = "llm"
     terminal_variants: int = Field(2, gt=0)
     runs: int = Field(3, gt=0)
     refine_runs: int = Field(5, gt=0)
@@ -83,21 +91,26 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
 
 
 def _llm(ctx: RunContext, stage: SynthStageCfg):
-    """(LLMClient, stop callback) for the configured endpoint or in-process checkpoint."""
+    """(LLMClient, stop callback, engine) for the configured endpoint or in-process checkpoint.
+
+    `engine` is (ServerEngine, tokenizer) on the in-process server, for steps that run the model
+    as an agent (token ids in and out, serialized by the server's lock); None for a remote
+    endpoint, whose tokenizer we do not have."""
     from arcforge.llm import LLMClient
 
     c = stage.llm
     if c.base_url:
-        return LLMClient(c.base_url, c.model, c.api_key_env), lambda: None
+        return LLMClient(c.base_url, c.model, c.api_key_env), lambda: None, None
     from arcforge.model.checkpoint import load_model
+    from arcforge.model.tokenizer import load_tokenizer
     from arcforge.replay import serve_in_thread
-    from arcforge.rollout.engine import LocalEngine
+    from arcforge.rollout.engine import LocalEngine, ServerEngine
     from arcforge.rollout.serve import create_app
 
     names = [s.name for s in ctx.cfg.stages]
     ref = c.checkpoint or names[max(0, names.index(stage.name) - 1)]
     ckpt = ctx.checkpoint(ref) if ref in names else Path(ref)
-    tok = ctx.tokenizer
+    tok, _ = load_tokenizer(ckpt)  # the checkpoint's own tokenizer (a path may be any model)
     engine = LocalEngine(load_model(ckpt), pad_token_id=tok.pad_token_id or 0)
     server, thread, url = serve_in_thread(create_app(engine, ref, tok))
 
@@ -105,7 +118,8 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
         server.should_exit = True
         thread.join(timeout=10)
 
-    return LLMClient(url, ref, api_key_env=None, max_retries=1), stop
+    client = LLMClient(url, ref, api_key_env=None, max_retries=1)
+    return client, stop, (ServerEngine(url, ref), tok)
 
 
 def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
@@ -123,15 +137,18 @@ def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tup
     return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
 
 
-def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
+def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
+            engine: Any) -> dict[str, Any]:  # fmt: skip
     from arcforge.synth.knowledge import run_search
     from arcforge.synth.search import SearchSynthConfig
 
     cfg = SearchSynthConfig(n=stage.search, attempts=stage.search_attempts, paraphrase=True,
                             seed=stage.seed)  # fmt: skip
-    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm)
+    engine = engine if stage.search_model_filter else None
+    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm, engine=engine)
     return {"kept": summary["kept"], "hops": summary["hops"], "info": summary["info"],
-            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
+            "steps": {k: {"in": v["in"], "out": v["out"], "dropped": v["dropped"]}
+                      for k, v in summary["steps"].items()}}  # fmt: skip
 
 
 def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
@@ -144,6 +161,17 @@ def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str
             "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
 
 
+def _abe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
+    from arcforge.synth.knowledge import run_abe
+
+    descs = None
+    if stage.abe_route == "llm":
+        descs = [t.instruction for t in ctx.world.tasks("search", "train")[: stage.abe]]
+    summary = run_abe(out / "abe", stage.abe, stage.seed, ctx.world, descs, llm)
+    return {"kept": summary["kept"], "scenarios": summary["scenarios"],
+            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
+
+
 @register_stage("synth")
 def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[str, Any]:
     from arcforge.synth.export import export_rl_pool
@@ -152,21 +180,27 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
     swe_tasks, swe_counts = (
         _swe(ctx, stage, out) if stage.swe_repos and stage.swe_bugs else ([], {})
     )
-    term_tasks, term_counts, search, gem = [], {}, {}, {}
-    if stage.gem_texts and stage.gem_route == "rule":
+    term_tasks, term_counts, search, gem, abe = [], {}, {}, {}, {}
+    gem_llm = stage.gem_texts and stage.gem_route == "llm"
+    abe_llm = stage.abe and stage.abe_route == "llm"
+    if stage.gem_texts and not gem_llm:
         gem = _gem(ctx, stage, out, None)
-    if stage.terminal_seeds or stage.search or (stage.gem_texts and stage.gem_route == "llm"):
-        llm, stop = _llm(ctx, stage)  # one endpoint (or served checkpoint) for every LLM step
+    if stage.abe and not abe_llm:
+        abe = _abe(ctx, stage, out, None)
+    if stage.terminal_seeds or stage.search or gem_llm or abe_llm:
+        llm, stop, engine = _llm(ctx, stage)  # one endpoint (or served model) for every LLM step
         try:
             if stage.terminal_seeds:
                 term_tasks, term_counts = _terminal(ctx, stage, out, llm)
             if stage.search:
-                search = _search(ctx, stage, out, llm)
-            if stage.gem_texts and stage.gem_route == "llm":
+                search = _search(ctx, stage, out, llm, engine)
+            if gem_llm:
                 gem = _gem(ctx, stage, out, llm)
+            if abe_llm:
+                abe = _abe(ctx, stage, out, llm)
         finally:
             stop()
     pool = export_rl_pool(swe_tasks + term_tasks, out / "rl_pool.jsonl", stage.backend)
     return {"swe_instances": len(swe_tasks), "terminal_tasks": len(term_tasks),
             "rl_pool": pool["out"], "swe": swe_counts, "terminal": term_counts,
-            "search": search, "gem": gem}  # fmt: skip
+            "search": search, "gem": gem, "abe": abe}  # fmt: skip

@@ -101,8 +101,10 @@ def _write(out: Path, name: str, rows: list[dict[str, Any]], summary: dict[str, 
 
 
 def run_search(out: Path, world: Any = None, pages: list | None = None, cfg: Any = None,
-               client: Any = None, llm_pages: int | None = 0) -> dict[str, Any]:  # fmt: skip
-    """WKG + search synthesis; writes wkg.jsonl, tasks.jsonl, summary.json."""
+               client: Any = None, llm_pages: int | None = 0,
+               engine: tuple[Any, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """WKG + search synthesis; writes wkg.jsonl, tasks.jsonl, summary.json. `engine`, an
+    (Engine, tokenizer) pair, is a model that must also fail to answer within 2 searches."""
     from arcforge.synth.search import SearchSynthConfig, synthesize_search
     from arcforge.synth.wkg import build_graph
 
@@ -116,7 +118,7 @@ def run_search(out: Path, world: Any = None, pages: list | None = None, cfg: Any
     if not graph.evidence:
         raise UserError("the pages gave no facts; search synthesis needs a knowledge graph")
     work = out / "journal"
-    tasks, summary = synthesize_search(graph, docs, cfg or SearchSynthConfig(), client,
+    tasks, summary = synthesize_search(graph, docs, cfg or SearchSynthConfig(), client, engine,
                                        work_dir=work)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "wkg.jsonl")

@@ -292,6 +292,9 @@ def synthesize_search(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig,
         info = Counter(d["paraphrase"] for d in step_outputs(out, "render") if d.get("paraphrase"))
     if client is None:
         info["no_tool_skipped"] = counts["no_tool"]["in"]
+    if engine is not None:  # questions the model itself attempted as a 2-search agent
+        solved = counts["two_search"]["dropped"].get("two_search_solved", 0)
+        info["engine_two_search_runs"] = counts["two_search"]["in"] - solved
     tasks = [_task(graph, r, cfg.seed) for r in kept[: cfg.n]]
     summary = {"kept": len(tasks), "passed": len(kept), "steps": counts,
                "evolution": dict(evolution), "info": dict(info),

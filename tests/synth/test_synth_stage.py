@@ -9,6 +9,7 @@ from arcforge.config import ConfigError, parse_config
 from arcforge.data.sources import load_records
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.pipeline import RunContext, run_stage
+from arcforge.synth.abe import DECOMPOSE_PROMPT
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
@@ -45,7 +46,7 @@ def test_synth_stage_config_errors():
 
 
 def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
-    """Search (no-tool filter + paraphrase) and GEM's LLM route both reach the configured
+    """Search (no-tool filter + paraphrase), GEM's and ABE's LLM routes all reach the configured
     endpoint (a scripted OpenAI-compatible server: the remote LLM we do not own)."""
     import arcforge.stages  # noqa: F401
     from arcforge.replay import ReplayServer
@@ -58,7 +59,7 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
     with ReplayServer(llm) as srv:
         raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
                "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 2,
-                           "gem_texts": 2, "llm": {"base_url": srv.base_url,
+                           "gem_texts": 2, "abe": 2, "llm": {"base_url": srv.base_url,
                                                    "api_key_env": None}}]}  # fmt: skip
         cfg = parse_config(raw)
         summary = run_stage(RunContext(cfg, tmp_path), cfg.stages[0])
@@ -70,4 +71,30 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
     assert len((out / "search" / "tasks.jsonl").read_text().splitlines()) == 2
     assert summary["gem"]["in"] == 2 and summary["gem"]["kept"] == 0  # garbage is dropped
     assert any(s.startswith("Rewrite") for s in systems) and len(systems) > 4
+    assert summary["abe"]["steps"]["draft"]["in"] == 2 and summary["abe"]["kept"] == 0
+    assert DECOMPOSE_PROMPT in systems  # ABE's LLM route asked the same endpoint
+    assert "engine_two_search_runs" not in search["info"]  # a remote model: no token-level agent
     assert summary["swe_instances"] == 0 and (out / "rl_pool.jsonl").exists()
+
+
+def test_served_checkpoint_also_runs_the_two_search_agent(tmp_path, tok):
+    """With `llm.checkpoint`, the synth stage serves that model in-process and also runs it as
+    a search agent through the completions API: questions it would answer within 2 searches are
+    dropped. (A random nano model answers none; what is checked is that every surviving
+    question went through it.)"""
+    import arcforge.stages  # noqa: F401
+    from arcforge.model.checkpoint import init_model, save_checkpoint
+    from arcforge.model.presets import build_config
+
+    model = init_model(build_config("nano", vocab_size=len(tok), max_position_embeddings=2048), 0)
+    ckpt = save_checkpoint(model, tok, tmp_path / "ckpt")
+    raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
+           "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 1,
+                       "llm": {"checkpoint": str(ckpt)}}]}  # fmt: skip
+    cfg = parse_config(raw)
+    summary = run_stage(RunContext(cfg, tmp_path / "run"), cfg.stages[0])["search"]
+    steps = summary["steps"]
+    assert steps["two_search"]["in"] >= 1
+    solved = steps["two_search"]["dropped"].get("two_search_solved", 0)
+    assert summary["info"]["engine_two_search_runs"] == steps["two_search"]["in"] - solved
+    assert summary["kept"] == 1
