@@ -9,7 +9,8 @@ What it does, in `RUN_DIR/<stage>/`:
   of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
 - search/: when `search` > 0, WKG + multi-hop search synthesis from the world's pages, with the
   LLM as the no-tool filter (a question the model answers without searching is dropped) and
-  as the paraphraser; when the LLM is a checkpoint served in-process, that model also runs the
+  as the paraphraser (and, with `search_llm_pages`, as the triple extractor of that many
+  free-text pages); when the LLM is a checkpoint served in-process, that model also runs the
   search agent and a question it answers within 2 searches is dropped (`search_model_filter`)
   -> search/tasks.jsonl, search/wkg.jsonl, search/summary.json;
 - abe/: when `abe` > 0, ABE tool environments: `abe_route: llm` has the LLM decompose and
@@ -58,6 +59,7 @@ class SynthStageCfg(StageCfg):
     gem_texts: int = Field(0, ge=0)  # procedure-like world texts through GEM (0: skip)
     gem_route: Literal["llm", "rule"] = "llm"  # rule: no model needed (e.g. before SFT)
     search_model_filter: bool = True  # a served checkpoint must also fail within 2 searches
+    search_llm_pages: int = Field(0, ge=0)  # free-text pages the LLM extracts WKG triples from
     abe: int = Field(0, ge=0)  # ABE tool environments wanted (0: skip)
     abe_route: Literal["llm", "rule"] = "llm"
     terminal_variants: int = Field(2, gt=0)
@@ -145,8 +147,10 @@ def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
     cfg = SearchSynthConfig(n=stage.search, attempts=stage.search_attempts, paraphrase=True,
                             seed=stage.seed)  # fmt: skip
     engine = engine if stage.search_model_filter else None
-    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm, engine=engine)
+    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm, engine=engine,
+                         llm_pages=stage.search_llm_pages)  # fmt: skip
     return {"kept": summary["kept"], "hops": summary["hops"], "info": summary["info"],
+            "graph": summary["graph"],
             "steps": {k: {"in": v["in"], "out": v["out"], "dropped": v["dropped"]}
                       for k, v in summary["steps"].items()}}  # fmt: skip
 

@@ -46,8 +46,9 @@ def test_synth_stage_config_errors():
 
 
 def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
-    """Search (no-tool filter + paraphrase), GEM's and ABE's LLM routes all reach the configured
-    endpoint (a scripted OpenAI-compatible server: the remote LLM we do not own)."""
+    """Search (triple extraction, no-tool filter, paraphrase), GEM's and ABE's LLM routes all
+    reach the configured endpoint (a scripted OpenAI-compatible server: the remote LLM we do
+    not own)."""
     import arcforge.stages  # noqa: F401
     from arcforge.replay import ReplayServer
 
@@ -59,7 +60,8 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
     with ReplayServer(llm) as srv:
         raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
                "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 2,
-                           "gem_texts": 2, "abe": 2, "llm": {"base_url": srv.base_url,
+                           "gem_texts": 2, "abe": 2, "search_llm_pages": 2,
+                           "llm": {"base_url": srv.base_url,
                                                    "api_key_env": None}}]}  # fmt: skip
         cfg = parse_config(raw)
         summary = run_stage(RunContext(cfg, tmp_path), cfg.stages[0])
@@ -74,6 +76,8 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
     assert summary["abe"]["steps"]["draft"]["in"] == 2 and summary["abe"]["kept"] == 0
     assert DECOMPOSE_PROMPT in systems  # ABE's LLM route asked the same endpoint
     assert "engine_two_search_runs" not in search["info"]  # a remote model: no token-level agent
+    assert search["graph"]["free_text_pages"] >= 2  # two of them went to the LLM extractor,
+    assert search["graph"]["llm_unparsable"] == 2  # whose non-JSON replies are counted
     assert summary["swe_instances"] == 0 and (out / "rl_pool.jsonl").exists()
 
 
