@@ -437,10 +437,10 @@ def synth_search(
     cap = None if llm_pages < 0 else llm_pages
     engine = None
     if checkpoint is not None:
-        from arcforge.eval.harness import load_evaluator
+        from arcforge.eval.harness import load_engine
 
-        ev = load_evaluator(checkpoint, None)  # a UserError when it is not a checkpoint
-        engine = (ev.engine, ev.tokenizer)
+        _, tok, local = load_engine(checkpoint)
+        engine = (local, tok)
     summary = run_search(out, cfg=cfg, client=client, llm_pages=cap, engine=engine, **src)
     typer.echo(json.dumps({"kept": summary["kept"], "hops": summary["hops"]}))
 

@@ -29,12 +29,17 @@ from arcforge.progress import progress
 from arcforge.rollout.engine import LocalEngine
 
 
-def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
+def load_engine(ckpt: Path, max_batch: int = 64) -> tuple[Any, Any, LocalEngine]:
+    """(model, tokenizer, LocalEngine) of a checkpoint directory; a UserError when it is not one."""
     if not (ckpt / "config.json").exists():
         raise UserError(f"{ckpt} is not a checkpoint directory (no config.json)")
     model = load_model(ckpt).eval()
     tok, _ = load_tokenizer(ckpt)
-    engine = LocalEngine(model, pad_token_id=tok.pad_token_id or 0, max_batch=batch_size)
+    return model, tok, LocalEngine(model, pad_token_id=tok.pad_token_id or 0, max_batch=max_batch)
+
+
+def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
+    model, tok, engine = load_engine(ckpt, batch_size)
     return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 

@@ -73,6 +73,14 @@ class SynthStageCfg(StageCfg):
 STAGE_CONFIGS["synth"] = SynthStageCfg
 
 
+def _counts(summary: dict[str, Any], dropped: bool = False) -> dict[str, dict[str, Any]]:
+    """A pipeline summary's per-step counts: {step: {"in", "out"[, "dropped"]}}."""
+    steps = summary["steps"]
+    rows = steps.items() if isinstance(steps, dict) else ((s["step"], s) for s in steps)
+    keys = ("in", "out", "dropped") if dropped else ("in", "out")
+    return {name: {k: v[k] for k in keys} for name, v in rows}
+
+
 def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
     from arcforge.synth.export import load_tasks
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
@@ -87,8 +95,7 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
         recs, path = synthesize_bugs(src, out / "swe" / repo.name, cfg)
         tasks += load_tasks(path) if recs else []
         summary = json.loads((out / "swe" / repo.name / "summary.json").read_text())
-        counts[repo.name] = {s["step"]: {"in": s["in"], "out": s["out"], "dropped": s["dropped"]}
-                             for s in summary["steps"]}  # fmt: skip
+        counts[repo.name] = _counts(summary, dropped=True)
     return tasks, counts
 
 
@@ -103,17 +110,15 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
     c = stage.llm
     if c.base_url:
         return LLMClient(c.base_url, c.model, c.api_key_env), lambda: None, None
-    from arcforge.model.checkpoint import load_model
-    from arcforge.model.tokenizer import load_tokenizer
+    from arcforge.eval.harness import load_engine
     from arcforge.replay import serve_in_thread
-    from arcforge.rollout.engine import LocalEngine, ServerEngine
+    from arcforge.rollout.engine import ServerEngine
     from arcforge.rollout.serve import create_app
 
     names = [s.name for s in ctx.cfg.stages]
     ref = c.checkpoint or names[max(0, names.index(stage.name) - 1)]
     ckpt = ctx.checkpoint(ref) if ref in names else Path(ref)
-    tok, _ = load_tokenizer(ckpt)  # the checkpoint's own tokenizer (a path may be any model)
-    engine = LocalEngine(load_model(ckpt), pad_token_id=tok.pad_token_id or 0)
+    _, tok, engine = load_engine(ckpt)  # its own tokenizer: a path may be any model
     server, thread, url = serve_in_thread(create_app(engine, ref, tok))
 
     def stop() -> None:
@@ -134,9 +139,7 @@ def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tup
                               backend=stage.backend)  # fmt: skip
     recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds)
     summary = json.loads((out / "terminal" / "summary.json").read_text())
-    counts = {s["step"]: {"in": s["in"], "out": s["out"], "dropped": s["dropped"]}
-              for s in summary["steps"]}  # fmt: skip
-    return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
+    return [t for r in recs for t in load_tasks(r.data["task_dir"])], _counts(summary, True)
 
 
 def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
@@ -150,9 +153,7 @@ def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
     summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm, engine=engine,
                          llm_pages=stage.search_llm_pages)  # fmt: skip
     return {"kept": summary["kept"], "hops": summary["hops"], "info": summary["info"],
-            "graph": summary["graph"],
-            "steps": {k: {"in": v["in"], "out": v["out"], "dropped": v["dropped"]}
-                      for k, v in summary["steps"].items()}}  # fmt: skip
+            "graph": summary["graph"], "steps": _counts(summary, dropped=True)}  # fmt: skip
 
 
 def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
@@ -161,8 +162,7 @@ def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str
 
     texts = [t for t in world_texts(ctx.world) if is_procedure(t[1])][: stage.gem_texts]
     summary = run_gem(out / "gem", texts, client=llm if stage.gem_route == "llm" else None)
-    return {"in": summary["in"], "kept": summary["kept"],
-            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
+    return {"in": summary["in"], "kept": summary["kept"], "steps": _counts(summary)}
 
 
 def _abe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
@@ -172,8 +172,7 @@ def _abe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str
     if stage.abe_route == "llm":
         descs = [t.instruction for t in ctx.world.tasks("search", "train")[: stage.abe]]
     summary = run_abe(out / "abe", stage.abe, stage.seed, ctx.world, descs, llm)
-    return {"kept": summary["kept"], "scenarios": summary["scenarios"],
-            "steps": {k: {"in": v["in"], "out": v["out"]} for k, v in summary["steps"].items()}}  # fmt: skip
+    return {"kept": summary["kept"], "scenarios": summary["scenarios"], "steps": _counts(summary)}
 
 
 @register_stage("synth")
