@@ -1,6 +1,8 @@
 """Shared fixtures: one small world (seed 7, scale 0.1) and a tokenizer trained on its corpus,
 built once per test session; test modules that need other sizes define their own."""
 
+import os
+
 import pytest
 
 from arcforge.model.tokenizer import train_tokenizer
@@ -15,3 +17,9 @@ def world() -> World:
 @pytest.fixture(scope="session")
 def tok(world):
     return train_tokenizer([d.text for d in world.corpus()[:300]], vocab_size=400)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _layer_cache(tmp_path_factory):
+    """Container-root layers built by tests go to a per-session cache, not ~/.cache."""
+    os.environ["ARCFORGE_LAYER_CACHE"] = str(tmp_path_factory.mktemp("layers"))

@@ -22,11 +22,13 @@ from arcforge.types import Task
 from arcforge.world.repos import Repo
 
 
-def load_task(path: str | Path) -> Task:
-    """A task from a directory (Terminal-Bench/Harbor) or the first record of a JSON(L) file."""
+def load_task(path: str | Path, container: bool | None = None) -> Task:
+    """A task from a directory (Terminal-Bench/Harbor) or the first record of a JSON(L) file.
+    `container`: import a task directory as a container-like root (None: when it has a
+    Dockerfile; see importers.py)."""
     p = Path(path)
     if p.is_dir():
-        return import_task_dir(p)
+        return import_task_dir(p, container)
     if not p.is_file():
         raise ValueError(f"{p}: no such task directory or file")
     text = p.read_text().strip()
@@ -47,7 +49,8 @@ def _solve_swe(env: Any, task: Task, solution: str) -> dict[str, Any]:
 
 
 def check_task(task_or_path: Task | str | Path, solution: str | None = None, empty: bool = False,
-               repos: Iterable[Repo] = (), backend: str = "bwrap") -> dict[str, Any]:  # fmt: skip
+               repos: Iterable[Repo] = (), backend: str = "bwrap",
+               container: bool | None = None) -> dict[str, Any]:  # fmt: skip
     """Grade a task with its oracle, a given solution, or nothing.
 
     Args:
@@ -57,6 +60,7 @@ def check_task(task_or_path: Task | str | Path, solution: str | None = None, emp
         empty: run no solution at all (the verifier must then fail).
         repos: the world's repos, for world SWE tasks.
         backend: sandbox backend.
+        container: for a task directory, container mode on/off (None: when it has a Dockerfile).
     Returns:
         {"reward": float, "details": {...}}; an unsupported task gets reward 0 and
         details["unsupported"] naming the reasons.
@@ -64,7 +68,8 @@ def check_task(task_or_path: Task | str | Path, solution: str | None = None, emp
     from arcforge.envs.swe_env import SWEEnv
     from arcforge.envs.terminal_env import TerminalEnv
 
-    task = task_or_path if isinstance(task_or_path, Task) else load_task(task_or_path)
+    task = (task_or_path if isinstance(task_or_path, Task)
+            else load_task(task_or_path, container))  # fmt: skip
     if task.metadata.get("unsupported"):
         return {"reward": 0.0, "details": {"task": task.id,
                                            "unsupported": task.metadata["unsupported"]}}  # fmt: skip

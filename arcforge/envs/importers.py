@@ -17,35 +17,44 @@ packages already on this host and `pip install` of packages importable from the 
 site-packages are dropped as satisfied; anything else marks the task unsupported, naming the
 reason (metadata["unsupported"]; environments refuse such tasks). The verifiers' pytest
 bootstrap (curl uv | sh, uv venv, uv pip install pytest, uvx ... pytest) is replaced by the
-sandbox's pytest. Simplifications: RUN chains are split on `&&` only; no container-like root
-(writes to /etc, /usr/local, /root fail; see issue 4 point 5).
+sandbox's pytest. Simplification: RUN chains are split on `&&` only.
+
+Container mode (the default for a task with a Dockerfile; `container=False` gives the rewrite
+mode above): nothing is rewritten. The Dockerfile is built into a cached root layer
+(sandbox_root.py) and the task's sandboxes are container-like roots: uid 0, cwd the WORKDIR,
+writable /etc, /usr/local and /root, packages the Dockerfile pip-installed in the layer's venv,
+/tests and /logs where the scripts expect them. `pip install`s of the verifier (outside the
+pytest bootstrap) are hoisted into the layer build, since no sandbox has a network at solve
+time. Needs that cannot be built here (services, GPUs, QEMU, apt packages the host lacks, a
+failing RUN) mark the task unsupported, naming the reason.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from arcforge.envs.sandbox_root import (
+    DROP_SEGMENT,
+    STOCK_IMAGES,
+    apt_missing,
+    apt_packages,
+    build_layer,
+    dockerfile_needs,
+    logical_lines,
+    pip_missing,
+)
 from arcforge.types import Task, Validation
 
 TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
 SWE_TOOLS = ["view_file", "search_code", "edit_file", "run_tests", "bash"]
 PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))
-STOCK_IMAGES = re.compile(r"^(docker\.io/)?(library/)?(python|debian|ubuntu|buildpack-deps)[:@]"
-                          r"|^ghcr\.io/laude-institute/t-bench/(python-3-1\d|ubuntu-2\d-04)")  # fmt: skip
 DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
-_DROP_LINE = re.compile(
-    r"^\s*(curl\s.*astral\.sh/uv.*|source\s+\$HOME/\.local/bin/env|uv\s+venv\b.*|uv\s+init\b.*"
-    r"|source\s+\S*/bin/activate|rm\s+-rf\s+/var/lib/apt/lists.*|apt-get\s+update.*|apt\s+update.*)$"
-)  # fmt: skip
 
 
 class Import:
@@ -56,6 +65,9 @@ class Import:
         self.files: dict[str, str] = {}
         self.env: dict[str, str] = {}
         self.unsupported: list[str] = []
+        self.hoist_pip: list[str] = []  # container mode: the verifier's pip installs
+        self.solve_time = False  # classifying a test script rather than a Dockerfile RUN
+        self.container = False
 
 
 def rewrite_paths(text: str) -> str:
@@ -65,38 +77,24 @@ def rewrite_paths(text: str) -> str:
     return text
 
 
-def _apt_missing(pkgs: list[str]) -> list[str]:
-    def present(p: str) -> bool:
-        if shutil.which(p):
-            return True
-        res = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
-                             text=True)  # fmt: skip
-        return "install ok installed" in res.stdout
-
-    return [p for p in pkgs if not present(p.split("=")[0])]
-
-
-def _pip_missing(pkgs: list[str]) -> list[str]:
-    names = [re.split(r"[<>=!~\[]", p)[0] for p in pkgs]
-    return [n for n in names if importlib.util.find_spec(n.replace("-", "_").lower()) is None]
-
-
 def _install(seg: str, imp: Import) -> bool:
     """Handle an install command; True when it was recognised (and dropped or rejected)."""
-    words = seg.split()
-    if words[:1] in (["apt-get"], ["apt"]) and "install" in words:
-        pkgs = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
-        if missing := _apt_missing(pkgs):
+    pkgs = apt_packages(seg)
+    if pkgs is not None:
+        if missing := apt_missing(pkgs):
             imp.unsupported.append(f"apt package(s) not on this host: {', '.join(missing)}")
         return True
     pip = re.match(r"^(?:python3?\s+-m\s+)?(?:uv\s+)?pip3?\s+install\s+(.*)$", seg)
     if pip:
         pkgs = [w for w in pip.group(1).split() if not w.startswith("-")]
-        if missing := _pip_missing(pkgs):
+        if imp.container and imp.solve_time:  # built into the layer's venv instead
+            imp.hoist_pip += [p for p in pkgs if p not in imp.hoist_pip]
+        elif missing := pip_missing(pkgs):
             imp.unsupported.append(f"pip package(s) not available offline: {', '.join(missing)}")
         return True
     if re.match(r"^(curl|wget)\s", seg) or seg.startswith("git clone"):
-        imp.unsupported.append(f"network access at build time: {seg[:80]}")
+        when = "downloads at solve time" if imp.solve_time else "network access at build time"
+        imp.unsupported.append(f"{when}: {seg[:80]}")
         return True
     return False
 
@@ -105,30 +103,16 @@ def replay_run(cmd: str, imp: Import) -> str | None:
     """A RUN (or script) line with installs handled; None when nothing is left to run."""
     keep = []
     for seg in (s.strip() for s in cmd.split("&&")):
-        if not seg or _DROP_LINE.match(seg) or _install(seg, imp):
+        if not seg or DROP_SEGMENT.match(seg) or _install(seg, imp):
             continue
         keep.append(seg)
     return " && ".join(keep) or None
 
 
-def _logical_lines(text: str) -> list[str]:
-    out, cur = [], ""
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if not cur and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if line.endswith("\\"):
-            cur += line[:-1] + " "
-            continue
-        out.append((cur + line).strip())
-        cur = ""
-    return out + ([cur.strip()] if cur.strip() else [])
-
-
 def replay_dockerfile(path: Path, imp: Import) -> None:
     """Turn a Dockerfile into init lines, files and env (the module header lists the rules)."""
     context, workdir = path.parent, "/workspace"
-    for line in _logical_lines(path.read_text()):
+    for line in logical_lines(path.read_text()):
         op, _, arg = line.partition(" ")
         op, arg = op.upper(), arg.strip()
         if op == "FROM":
@@ -178,7 +162,9 @@ def _copy(context: Path, workdir: str, args: list[str], imp: Import) -> None:
 def adapt_test_script(text: str, imp: Import) -> str:
     """Replace the pytest bootstrap of a run-tests.sh / test.sh with the sandbox's pytest."""
     out = []
-    for line in rewrite_paths(text).replace("\\\n", " ").splitlines():
+    imp.solve_time = True
+    text = text if imp.container else rewrite_paths(text)
+    for line in text.replace("\\\n", " ").splitlines():
         s = line.strip()
         # -P: like the `pytest` entry point, keep the cwd (/workspace) off sys.path, so a
         # workspace pytest.py cannot stand in for pytest (the fake_output exploit probe)
@@ -191,28 +177,46 @@ def adapt_test_script(text: str, imp: Import) -> str:
     return "\n".join(out) + "\n"
 
 
-def _read_tests(tests: Path, skip: set[str]) -> dict[str, str]:
+def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
     if not tests.is_dir():
         return {}
-    return {f.relative_to(tests).as_posix(): rewrite_paths(f.read_text())
+    fix = (lambda t: t) if imp.container else rewrite_paths
+    return {f.relative_to(tests).as_posix(): fix(f.read_text())
             for f in sorted(tests.rglob("*")) if f.is_file() and f.name not in skip}  # fmt: skip
 
 
+def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, str]:
+    """Container mode: build (or find cached) the task's root layer; context entries for it."""
+    text = dockerfile.read_text() if dockerfile is not None else ""
+    needs = dockerfile_needs(text, compose.read_text() if compose and compose.is_file() else "")
+    if needs:
+        imp.unsupported += needs
+        return {}
+    build = build_layer(dockerfile, extra_pip=imp.hoist_pip)
+    if build.layer is None:
+        imp.unsupported += build.unsupported
+        return {}
+    return {"root_layer": str(build.layer.path), "dockerfile": str(dockerfile or ""),
+            "extra_pip": list(imp.hoist_pip)}  # fmt: skip
+
+
 def _task(root: Path, fmt: str, instruction: str, imp: Import, verify: str, solution: str,
-          tests: dict[str, str], meta: dict[str, Any]) -> Task:  # fmt: skip
+          tests: dict[str, str], meta: dict[str, Any], extra: dict[str, Any]) -> Task:  # fmt: skip
     return Task(
         id=f"{fmt}:{root.name}", kind="terminal", instruction=instruction.strip(),
         context={"init_script": "\n".join(["set -e", *imp.init]) if imp.init else "",
-                 "files": imp.files, "env": imp.env},
+                 "files": imp.files, "env": imp.env, **extra},
         tools=list(TERMINAL_TOOLS), validation=Validation(verify_script=verify),
         source=f"{fmt}:{root}", difficulty=DIFFICULTY.get(str(meta.get("difficulty"))),
-        metadata={"solution": rewrite_paths(solution), "test_files": tests, "format": fmt,
+        metadata={"solution": solution if imp.container else rewrite_paths(solution),
+                  "test_files": tests, "format": fmt, "container": imp.container,
                   "unsupported": sorted(set(imp.unsupported)), **meta},
     )  # fmt: skip
 
 
-def import_terminal_bench(root: str | Path) -> Task:
-    """A Terminal-Bench task directory -> terminal Task."""
+def import_terminal_bench(root: str | Path, container: bool | None = None) -> Task:
+    """A Terminal-Bench task directory -> terminal Task (container mode: see the header;
+    default on when the task has a Dockerfile)."""
     root = Path(root)
     spec = yaml.safe_load((root / "task.yaml").read_text()) or {}
     instruction = spec.get("instruction") or (spec.get("descriptions") or [{}])[0].get(
@@ -221,26 +225,36 @@ def import_terminal_bench(root: str | Path) -> Task:
     if not instruction:
         raise ValueError(f"{root}/task.yaml has no instruction")
     imp = Import()
-    if (root / "Dockerfile").is_file():
-        replay_dockerfile(root / "Dockerfile", imp)
+    dockerfile = root / "Dockerfile" if (root / "Dockerfile").is_file() else None
+    imp.container = dockerfile is not None if container is None else container
+    if dockerfile is not None and not imp.container:
+        replay_dockerfile(dockerfile, imp)
     verify = adapt_test_script((root / "run-tests.sh").read_text(), imp)
+    extra = _build_root(dockerfile, root / "docker-compose.yaml", imp) if imp.container else {}
     sol = (root / "solution.sh").read_text() if (root / "solution.sh").is_file() else ""
     meta = {"difficulty": spec.get("difficulty"), "category": spec.get("category"),
             "tags": spec.get("tags") or [], "verify_timeout": spec.get("max_test_timeout_sec")}  # fmt: skip
     return _task(root, "terminal-bench", instruction, imp, verify, sol,
-                 _read_tests(root / "tests", set()), meta)  # fmt: skip
+                 _read_tests(root / "tests", set(), imp), meta, extra)  # fmt: skip
 
 
-def import_harbor(root: str | Path) -> Task:
-    """A Harbor task directory -> terminal Task (reward read from /logs/verifier/reward.txt)."""
+def import_harbor(root: str | Path, container: bool | None = None) -> Task:
+    """A Harbor task directory -> terminal Task (reward read from /logs/verifier/reward.txt;
+    container mode: see the header; default on when environment/Dockerfile exists)."""
     root = Path(root)
     spec = tomllib.loads((root / "task.toml").read_text())
     imp = Import()
-    if (root / "environment" / "Dockerfile").is_file():
-        replay_dockerfile(root / "environment" / "Dockerfile", imp)
-    if (root / "environment" / "init.sh").is_file():  # our addition: setup run before the agent
-        imp.init.append(rewrite_paths((root / "environment" / "init.sh").read_text()))
+    env_dir = root / "environment"
+    dockerfile = env_dir / "Dockerfile" if (env_dir / "Dockerfile").is_file() else None
+    imp.container = dockerfile is not None if container is None else container
+    if dockerfile is not None and not imp.container:
+        replay_dockerfile(dockerfile, imp)
+    if (env_dir / "init.sh").is_file():  # our addition: setup run before the agent
+        init = (env_dir / "init.sh").read_text()
+        imp.init.append(init if imp.container else rewrite_paths(init))
     verify = adapt_test_script((root / "tests" / "test.sh").read_text(), imp)
+    compose = env_dir / "docker-compose.yaml"
+    extra = _build_root(dockerfile, compose, imp) if imp.container else {}
     sol_path = root / "solution" / "solve.sh"
     md = spec.get("metadata", {})
     meta = {"difficulty": md.get("difficulty"), "category": md.get("category"),
@@ -248,16 +262,16 @@ def import_harbor(root: str | Path) -> Task:
             "verify_timeout": spec.get("verifier", {}).get("timeout_sec")}  # fmt: skip
     return _task(root, "harbor", (root / "instruction.md").read_text(), imp, verify,
                  sol_path.read_text() if sol_path.is_file() else "",
-                 _read_tests(root / "tests", {"test.sh"}), meta)  # fmt: skip
+                 _read_tests(root / "tests", {"test.sh"}, imp), meta, extra)  # fmt: skip
 
 
-def import_task_dir(root: str | Path) -> Task:
+def import_task_dir(root: str | Path, container: bool | None = None) -> Task:
     """Terminal-Bench or Harbor, told apart by task.yaml / task.toml."""
     root = Path(root)
     if (root / "task.toml").is_file():
-        return import_harbor(root)
+        return import_harbor(root, container)
     if (root / "task.yaml").is_file():
-        return import_terminal_bench(root)
+        return import_terminal_bench(root, container)
     raise ValueError(f"{root} is neither a Terminal-Bench (task.yaml) nor a Harbor (task.toml) "
                      "task directory")  # fmt: skip
 

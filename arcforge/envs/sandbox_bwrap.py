@@ -13,6 +13,11 @@ exec. When we run as host root the sandbox runs as the unprivileged host uid 655
 the kernel never applies RLIMIT_NPROC to host root, even inside a user namespace, and a
 breakout should not land as root. Inside, the command is uid 1000 ("sandbox") with no
 capabilities and no way to create further user namespaces.
+With `root=RootLayer(...)` the sandbox is a container-like root instead (sandbox_root.py):
+uid 0 inside (still no capabilities, still the same unprivileged host uid), the layer's copies
+bound read-write at /etc, /usr/local, /root, /opt, /var, /home and /srv, the workspace at /app
+(and /workspace), grading/tests and grading/logs at /tests and /logs. `network=True` (used only
+by layer builds) keeps the host's network namespace.
 Deliberate simplifications: no seccomp filter; no per-sandbox disk quota; the system Python
 (/usr/bin/python3) is the interpreter inside, extra packages come in via `extra_ro_binds`.
 """
@@ -28,7 +33,18 @@ from pathlib import Path
 
 from arcforge.envs.sandbox_exec import run_capped, wrap_command
 from arcforge.envs.sandbox_files import HostStore, StoreBackedSandbox, copy_tree, etc_identity
-from arcforge.envs.sandbox_types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError
+from arcforge.envs.sandbox_types import (
+    APP,
+    CONTAINER_MOUNTS,
+    GRADING,
+    LAYER_DIRS,
+    VENV,
+    WORKSPACE,
+    ExecResult,
+    Limits,
+    RootLayer,
+    SandboxError,
+)
 
 UNPRIVILEGED_UID = 65534  # host uid the sandbox runs as when we are root ("nobody")
 INNER_UID = 1000
@@ -79,22 +95,28 @@ def _system_binds() -> list[str]:
 _SHARED_ETC: dict[str, Path] = {}
 
 
+def populate_etc(etc: Path, identity: dict[str, str]) -> None:
+    """Fill `etc` with the toolchain's /etc files, mount points for ETC_BIND, and `identity`
+    (passwd, group, hosts)."""
+    for p in ETC_COPY + sorted(glob.glob("/etc/python3*")):
+        if os.path.lexists(p):
+            copy_tree(Path(p), etc / os.path.relpath(p, "/etc"))
+    for p in ETC_BIND:  # mount points for the binds on top
+        (etc / os.path.relpath(p, "/etc")).mkdir(parents=True, exist_ok=True)
+    for name, text in identity.items():
+        (etc / name).write_text(text)
+    for d in [etc, *etc.rglob("*")]:
+        if d.is_dir() and not d.is_symlink():
+            d.chmod(0o755)
+
+
 def _shared_etc() -> Path:
     """This process's etc dir for sandboxes (made on first use, removed at exit)."""
     if "etc" not in _SHARED_ETC:
         etc = Path(tempfile.mkdtemp(prefix="arcforge-etc-"))
         etc.chmod(0o755)
         atexit.register(shutil.rmtree, etc, ignore_errors=True)
-        for p in ETC_COPY + sorted(glob.glob("/etc/python3*")):
-            if os.path.lexists(p):
-                copy_tree(Path(p), etc / os.path.relpath(p, "/etc"))
-        for p in ETC_BIND:  # mount points for the binds on top
-            (etc / os.path.relpath(p, "/etc")).mkdir(parents=True, exist_ok=True)
-        for name, text in etc_identity(INNER_UID).items():
-            (etc / name).write_text(text)
-        for d in [etc, *etc.rglob("*")]:
-            if d.is_dir() and not d.is_symlink():
-                d.chmod(0o755)
+        populate_etc(etc, etc_identity(INNER_UID))
         _SHARED_ETC["etc"] = etc
     return _SHARED_ETC["etc"]
 
@@ -112,6 +134,8 @@ class BwrapSandbox(StoreBackedSandbox):
         extra_ro_binds: dict[str | Path, str] | None = None,
         env: dict[str, str] | None = None,
         shell: str = "/bin/bash",
+        root: RootLayer | None = None,
+        network: bool = False,
     ):
         self.exe = shutil.which("bwrap")
         if self.exe is None:
@@ -122,21 +146,34 @@ class BwrapSandbox(StoreBackedSandbox):
             if not os.path.exists(host) or not inside.startswith("/"):
                 raise SandboxError(f"bad extra_ro_binds entry {host} -> {inside}")
         self.uid = _drop_uid()
+        self.root, self.network = root, network
         self.etc = _shared_etc()
-        self.store = HostStore(workspace, owner=self.uid)
+        if root is not None:
+            self.workdir = APP
+        self.store = HostStore(workspace, owner=self.uid, layer=root.path if root else None,
+                               layer_dirs=LAYER_DIRS)  # fmt: skip
         self.store.snapshot()  # "snap-0": the initial state, target of a bare restore()
         self._static = self._static_args()
 
     def _static_args(self) -> list[str]:
+        uid = 0 if self.root is not None else INNER_UID
         args = [
             "--unshare-all", "--unshare-user",  # user, pid, net, ipc, uts, cgroup, mount ns
+            *(["--share-net"] if self.network else []),
             "--disable-userns",  # no nested user namespaces (no caps to regain inside)
-            "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", "sandbox",
+            "--uid", str(uid), "--gid", str(uid), "--hostname", "sandbox",
             "--die-with-parent",  # the sandbox dies if the host-side runner dies
             "--new-session",  # setsid: no TIOCSTI typing into a host terminal
             "--cap-drop", "ALL",
             *_system_binds(),
-            "--ro-bind", str(self.etc), "/etc",
+        ]  # fmt: skip
+        if self.store.layer is None:
+            args += ["--ro-bind", str(self.etc), "/etc"]
+        else:  # the layer's writable system dirs (etc first: the ETC_BIND mounts go on top)
+            args += [a for d in LAYER_DIRS for a in ("--bind", str(self.store.layer / d), "/" + d)]
+            if self.network and os.path.exists("/etc/resolv.conf"):
+                args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+        args += [
             *[a for p in ETC_BIND if os.path.isdir(p) for a in ("--ro-bind", p, p)],
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp",
@@ -151,9 +188,17 @@ class BwrapSandbox(StoreBackedSandbox):
         s = self.store
         args = [self.exe, *self._static]
         args += ["--bind", str(s.workspace), WORKSPACE]
-        args += ["--bind" if grading else "--ro-bind", str(s.grading), GRADING]
-        args += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
+        gbind = "--bind" if grading else "--ro-bind"
+        args += [gbind, str(s.grading), GRADING]
         base = {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8", "USER": "sandbox"}
+        if self.root is not None:
+            s.grading_subdirs(tuple(name for name, _ in CONTAINER_MOUNTS))
+            args += ["--bind", str(s.workspace), APP]
+            args += [a for name, inside in CONTAINER_MOUNTS
+                     for a in (gbind, str(s.grading / name), inside)]  # fmt: skip
+            base = {"PATH": f"{VENV}/bin:{PATH}", "HOME": "/root", "LANG": "C.UTF-8",
+                    "USER": "root", **self.root.env}  # fmt: skip
+        args += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
         for k, v in {**base, **self.env, **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, self.shell)]
@@ -173,14 +218,16 @@ class BwrapSandbox(StoreBackedSandbox):
             cmd: shell command line (bash).
             timeout: wall-clock seconds (default: limits.wall_time).
             stdin: text fed to the command.
-            env: extra environment variables (on top of PATH, HOME=/tmp, LANG, USER).
-            cwd: working directory inside (default /workspace).
+            env: extra environment variables (on top of PATH, HOME=/tmp, LANG, USER; in a
+                container root HOME=/root, USER=root and the layer's ENV).
+            cwd: working directory inside (default /workspace; a container root's WORKDIR).
             grading: bind /grading read-write for this exec only (graders write reports
                 there; agent execs see it read-only, so they cannot forge them).
         """
         if self.closed:
             raise SandboxError("sandbox is closed")
-        argv = self.argv(cmd, env or {}, cwd or WORKSPACE, grading)
+        default_cwd = self.root.workdir if self.root is not None else WORKSPACE
+        argv = self.argv(cmd, env or {}, cwd or default_cwd, grading)
         wall = self.limits.wall_time if timeout is None else timeout
         res = run_capped(
             argv, timeout=wall, output_bytes=self.limits.output_bytes, stdin=stdin,

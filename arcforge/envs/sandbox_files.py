@@ -5,6 +5,8 @@ Layout of one sandbox on the host (a private temp dir, mode 0711):
     root/workspace/   copy of the caller's workspace; the command's /workspace (read-write)
     root/grading/     the command's /grading: read-only, writable only in grading execs
     root/snapshots/   one full copy per snapshot (mode 0700, never visible inside)
+    root/layer/       container-like roots only (sandbox_root.py): this sandbox's copy of the
+                      task's system layer (etc, usr/local, root, opt, var, home, srv)
 
 The workspace is *copied* in, never bound: the caller's directory stays pristine and
 snapshots/restores are exact (contents, modes, mtimes, symlinks, deletions).
@@ -72,9 +74,16 @@ def etc_identity(uid: int) -> dict[str, str]:
 
 
 class HostStore:
-    """The host directories behind one sandbox, and safe path mapping into them."""
+    """The host directories behind one sandbox, and safe path mapping into them.
 
-    def __init__(self, workspace: str | Path | None, owner: int | None):
+    With `layer` (a container-like root's layer directory, see sandbox_root.py) the layer's
+    `app/` seeds the workspace (the caller's workspace is copied on top), its system dirs are
+    copied to root/layer/, sandbox paths under them (/etc/..., /usr/local/...) map there, and
+    snapshots include them.
+    """
+
+    def __init__(self, workspace: str | Path | None, owner: int | None,
+                 layer: Path | None = None, layer_dirs: tuple[str, ...] = ()):  # fmt: skip
         if workspace is not None and not Path(workspace).is_dir():
             raise SandboxError(f"workspace {workspace} is not a directory")
         self.root = Path(tempfile.mkdtemp(prefix="arcforge-sbx-"))
@@ -85,11 +94,29 @@ class HostStore:
         for d in (self.workspace, self.grading):
             d.mkdir(mode=0o755)
         self.snapshots.mkdir(mode=0o700)
+        self.layer: Path | None = None
+        self.layer_dirs = layer_dirs
+        if layer is not None:
+            if (layer / "app").is_dir():
+                copy_tree(layer / "app", self.workspace)
+            self.layer = self.root / "layer"
+            self.layer.mkdir(mode=0o755)
+            for d in layer_dirs:
+                copy_tree(layer / d, self.layer / d)
+            self.fix_owner(self.layer)
         if workspace is not None:
             copy_tree(Path(workspace), self.workspace)
         self.fix_owner(self.workspace)
         self.fix_owner(self.grading, top_only=True)
         self._ids: list[SnapshotId] = []
+
+    def grading_subdirs(self, names: tuple[str, ...]) -> None:
+        """Make sure grading/<name> exists for each bind source (a grader may have removed it)."""
+        for name in names:
+            d = self.grading / name
+            if not d.is_dir():
+                d.mkdir(parents=True, exist_ok=True)
+                self.fix_owner(d)
 
     # --- ownership: sandboxed processes must own the workspace they write ---------------
     def fix_owner(self, path: Path, top_only: bool = False) -> None:
@@ -110,14 +137,18 @@ class HostStore:
             p = f"{WORKSPACE}/{p}"
         elif workdir != WORKSPACE and p.startswith(workdir):
             p = WORKSPACE + p[len(workdir) :]
-        for prefix, base in ((WORKSPACE, self.workspace), (GRADING, self.grading)):
+        areas = [(WORKSPACE, self.workspace), (GRADING, self.grading)]
+        if self.layer is not None:
+            areas += [("/" + d, self.layer / d) for d in self.layer_dirs]
+        for prefix, base in areas:
             if p == prefix or p.startswith(prefix + "/"):
                 candidate = base / p[len(prefix) :].lstrip("/")
                 real = Path(os.path.realpath(candidate))
                 if real == base or base in real.parents:
                     return real if not candidate.is_symlink() else candidate
                 raise SandboxError(f"{sandbox_path} resolves outside the sandbox")
-        raise SandboxError(f"{sandbox_path} is not under {WORKSPACE} or {GRADING}")
+        where = ", ".join(prefix for prefix, _ in areas)
+        raise SandboxError(f"{sandbox_path} is not under {where}")
 
     def read(self, sandbox_path: str, workdir: str = WORKSPACE) -> str:
         path = self.host_path(sandbox_path, workdir)
@@ -153,6 +184,8 @@ class HostStore:
     def snapshot(self) -> SnapshotId:
         sid = SnapshotId(f"snap-{len(self._ids)}")
         copy_tree(self.workspace, self.snapshots / sid)
+        if self.layer is not None:
+            copy_tree(self.layer, self.snapshots / f"{sid}.layer")
         self._ids.append(sid)
         return sid
 
@@ -163,10 +196,14 @@ class HostStore:
         if sid not in self._ids:
             raise SandboxError(f"unknown snapshot {sid!r}")
         src = self.snapshots / sid
-        clear_dir(self.workspace)
-        copy_tree(src, self.workspace)
-        shutil.copystat(src, self.workspace)
-        self.fix_owner(self.workspace)
+        pairs = [(src, self.workspace)]
+        if self.layer is not None:
+            pairs.append((self.snapshots / f"{sid}.layer", self.layer))
+        for snap, live in pairs:
+            clear_dir(live)
+            copy_tree(snap, live)
+            shutil.copystat(snap, live)
+            self.fix_owner(live)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -206,7 +243,7 @@ class StoreBackedSandbox:
         self.store.copy_out(sandbox_path, host_path, self.workdir)
 
     def snapshot(self) -> SnapshotId:
-        """Save the workspace (not /grading); returns an id for `restore`."""
+        """Save the workspace (and a container root's layer; not /grading); returns an id."""
         return self.store.snapshot()
 
     def restore(self, snapshot_id: SnapshotId | None = None) -> None:

@@ -7,7 +7,8 @@ imports nothing else from arcforge.envs so that backends and tests can share it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NewType, Protocol, runtime_checkable
 
@@ -17,6 +18,12 @@ SnapshotId = NewType("SnapshotId", str)
 WORKSPACE = "/workspace"
 GRADING = "/grading"
 TRUNCATION_MARKER = "\n[arcforge: output truncated after {n} bytes]\n"
+# Container-like roots (sandbox_root.py): the workspace's container path, the system dirs a
+# layer makes writable, the layer-local venv, and where a task's tests and logs appear.
+APP = "/app"
+LAYER_DIRS = ("etc", "usr/local", "root", "opt", "var", "home", "srv")
+VENV = "/usr/local/venv"
+CONTAINER_MOUNTS = (("tests", "/tests"), ("logs", "/logs"))  # grading/<name> -> path
 
 
 class SandboxError(RuntimeError):
@@ -47,6 +54,30 @@ class Limits:
     output_bytes: int = 1_000_000
     file_size_mb: int = 1024
     tmp_mb: int = 512
+
+
+@dataclass(frozen=True)
+class RootLayer:
+    """A built system layer for a container-like root (see sandbox_root.py).
+
+    Attributes:
+        path: host directory with app/ (seeds /app) and the LAYER_DIRS trees.
+        workdir: the Dockerfile's last WORKDIR (default cwd of every exec).
+        env: the Dockerfile's ENV values (every exec gets them).
+    """
+
+    path: Path
+    workdir: str = APP
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RootLayer:
+        meta = json.loads((Path(path) / "layer.json").read_text())
+        return cls(Path(path), meta.get("workdir", APP), dict(meta.get("env") or {}))
+
+    def save(self) -> None:
+        meta = {"workdir": self.workdir, "env": self.env}
+        (self.path / "layer.json").write_text(json.dumps(meta, indent=1))
 
 
 @dataclass

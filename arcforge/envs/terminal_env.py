@@ -11,8 +11,12 @@ grading exec in /workspace: exit code 0 = pass, or, when the task names a reward
 Task fields read: context["init_script"], context["files"] {workspace path: text},
 context["env"] {name: value}; validation.verify_script; metadata["test_files"] {path under the
 tests dir: text}, metadata["reward_file"], metadata["unsupported"] (reasons; reset refuses).
-Imported Terminal-Bench / Harbor tasks arrive with /app, /tests and /logs already rewritten to
-/workspace, /grading/tests and /grading/logs (see importers.py).
+Imported Terminal-Bench / Harbor tasks come in one of two modes (see importers.py): with
+context["root_layer"] (container mode, the default for a task with a Dockerfile) the sandbox is
+a container-like root over that cached layer (uid 0, cwd the WORKDIR, /app, /tests, /logs as
+the scripts expect; sandbox_root.py), rebuilt from context["dockerfile"] if the cache was
+cleared; otherwise /app, /tests and /logs arrive rewritten to /workspace, /grading/tests and
+/grading/logs.
 
 This module also holds the file and shell tools SWEEnv reuses (`sandbox_tools`).
 Simplification: the verify script runs code in the agent's workspace (as Terminal-Bench does);
@@ -24,6 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from arcforge.envs.base import StepResult, execute_calls
@@ -35,6 +40,7 @@ from arcforge.envs.sandbox import (
     host_site_packages,
     open_sandbox,
 )
+from arcforge.envs.sandbox_types import RootLayer
 from arcforge.types import Message, Reward, Task, Tool
 
 PYSITE = "/opt/pysite"  # where the host's pure-Python packages (pytest) appear inside
@@ -60,16 +66,35 @@ def format_exec(res: ExecResult) -> str:
 
 
 def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None = None,
-                      workspace: Any = None) -> Sandbox:  # fmt: skip
+                      workspace: Any = None, root: RootLayer | None = None) -> Sandbox:  # fmt: skip
     """A sandbox with the host's pure-Python packages (pytest) on PYTHONPATH.
 
     Plugin autoloading is off: the bound site-packages is our own environment, whose pytest
-    plugins are incidental to the task (and loading them doubles pytest's start-up time)."""
+    plugins are incidental to the task (and loading them doubles pytest's start-up time).
+    `root`: a container-like root layer (bwrap only)."""
+    kw: dict[str, Any] = {"root": root} if root is not None else {}
     return open_sandbox(
         backend, workspace=workspace, limits=limits,
         extra_ro_binds={host_site_packages(): PYSITE},
-        env={"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})},
+        env={"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}, **kw,
     )  # fmt: skip
+
+
+def task_root(task: Task) -> RootLayer | None:
+    """The container-like root layer of a task in container mode (rebuilt when the cache was
+    cleared); None for other tasks. Raises ValueError when the layer cannot be built."""
+    path = task.context.get("root_layer")
+    if not path:
+        return None
+    if (Path(path) / "layer.json").is_file():
+        return RootLayer.load(path)
+    from arcforge.envs.sandbox_root import build_layer
+
+    build = build_layer(task.context.get("dockerfile") or None,
+                        extra_pip=task.context.get("extra_pip") or [])  # fmt: skip
+    if build.layer is None:
+        raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
+    return build.layer
 
 
 def python_tool(sb: Sandbox, timeout: float, name: str, summary: str) -> Tool:
@@ -176,7 +201,8 @@ class TerminalEnv:
             raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
         self.close()
         self.task, self.state = task, EpisodeState()
-        self.sb = open_task_sandbox(self.backend, self.limits, task.context.get("env"))
+        self.sb = open_task_sandbox(self.backend, self.limits, task.context.get("env"),
+                                    root=task_root(task))  # fmt: skip
         for path, text in (task.context.get("files") or {}).items():
             self.sb.write_file(path, text)
         init = task.context.get("init_script") or ""
@@ -217,7 +243,8 @@ class TerminalEnv:
             sb.write_file(f"{TESTS_DIR}/{rel}", text)
         sb.write_file("/grading/verify.sh", v.verify_script, mode=0o755)
         timeout = float(self.task.metadata.get("verify_timeout") or self.verify_timeout)
-        env = {"TEST_DIR": TESTS_DIR, **(self.task.context.get("env") or {})}
+        tests_dir = "/tests" if self.task.context.get("root_layer") else TESTS_DIR
+        env = {"TEST_DIR": tests_dir, **(self.task.context.get("env") or {})}
         res = sb.exec("bash /grading/verify.sh", timeout=timeout, env=env, grading=True)
         details: dict[str, Any] = {"exit_code": res.exit_code, "timed_out": res.timed_out,
                                    "output": format_exec(res)[-2000:], **self.state.info}  # fmt: skip

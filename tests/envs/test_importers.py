@@ -11,6 +11,7 @@ import pytest
 from arcforge.envs.check import check_task, load_task
 from arcforge.envs.importers import import_task_dir, rewrite_paths
 from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.envs.sandbox_types import RootLayer
 from arcforge.envs.terminal_env import TerminalEnv
 from arcforge.types import Task, Validation
 
@@ -26,8 +27,8 @@ def test_rewrite_paths_maps_container_paths_only():
                                    "/usr/app /grading/tests/t.py /grading/logs/verifier $TEST_DIR")  # fmt: skip
 
 
-def test_terminal_bench_import_fields():
-    t = import_task_dir(FIXTURES / "terminal-bench/fix-permissions")
+def test_terminal_bench_import_fields_rewrite_mode():
+    t = import_task_dir(FIXTURES / "terminal-bench/fix-permissions", container=False)
     assert (t.id, t.kind, t.difficulty) == ("terminal-bench:fix-permissions", "terminal", 0.25)
     assert t.instruction.startswith("A script called 'process_data.sh'")
     assert "chmod 644 /workspace/process_data.sh" in t.context["init_script"]
@@ -39,8 +40,20 @@ def test_terminal_bench_import_fields():
     assert "./process_data.sh" in t.metadata["solution"]
 
 
-def test_harbor_import_fields():
-    t = import_task_dir(FIXTURES / "harbor/csv-to-json")
+@needs_bwrap
+def test_terminal_bench_import_fields_container_mode():
+    t = import_task_dir(FIXTURES / "terminal-bench/fix-permissions")
+    assert t.metadata["container"] and not t.metadata["unsupported"]
+    layer = RootLayer.load(t.context["root_layer"])
+    assert layer.workdir == "/app" and (layer.path / "app/process_data.sh").is_file()
+    assert "/app/output" in (layer.path / "app/process_data.sh").read_text()  # not rewritten
+    assert '"/app/process_data.sh"' in t.metadata["test_files"]["test_outputs.py"]
+    assert "python3 -P -m pytest $TEST_DIR/test_outputs.py -rA" in t.validation.verify_script
+    assert t.context["files"] == {} and t.context["init_script"] == ""
+
+
+def test_harbor_import_fields_rewrite_mode():
+    t = import_task_dir(FIXTURES / "harbor/csv-to-json", container=False)
     assert t.id == "harbor:csv-to-json" and t.metadata["reward_file"].startswith("/grading/logs")
     assert t.context["files"]["data/sales.csv"].startswith("region,product,units")
     assert t.context["env"] == {"PYTHONDONTWRITEBYTECODE": "1"}
@@ -69,7 +82,7 @@ def test_given_solution_file_and_task_json(tmp_path):
     assert check_task(tmp_path / "task.json")["reward"] == 1.0
 
 
-def test_unsupported_tasks_name_the_reason(tmp_path):
+def test_unsupported_tasks_name_the_reason_rewrite_mode(tmp_path):
     root = tmp_path / "needs-net"
     (root / "tests").mkdir(parents=True)
     (root / "task.yaml").write_text("instruction: Train a model.\ndifficulty: hard\n")
@@ -80,7 +93,7 @@ def test_unsupported_tasks_name_the_reason(tmp_path):
         "RUN curl -L https://example.com/data.tgz | tar xz\n"
     )  # fmt: skip
     (root / "run-tests.sh").write_text("pytest $TEST_DIR/test_outputs.py\n")
-    task = import_task_dir(root)
+    task = import_task_dir(root, container=False)
     reasons = " | ".join(task.metadata["unsupported"])
     for needle in ("nvidia/cuda", "arcforge-no-such-pkg", "arcforge-no-such-wheel",
                    "network access"):  # fmt: skip
@@ -92,3 +105,49 @@ def test_unsupported_tasks_name_the_reason(tmp_path):
         TerminalEnv().reset(task)
     with pytest.raises(ValueError, match="neither"):
         import_task_dir(tmp_path)
+
+
+UNBUILDABLE = {  # Dockerfile (+ docker-compose.yaml) -> the words the reason must contain
+    "gpu": ("FROM nvidia/cuda:12.4.0-runtime-ubuntu22.04\n", "", "needs a GPU"),
+    "services": ("FROM python:3.11\n", "services:\n  client: {}\n  db: {image: postgres}\n",
+                 "needs services: client, db"),
+    "systemctl": ("FROM debian:bookworm\nRUN systemctl enable nginx\n", "", "running service"),
+    "daemon": ("FROM debian:bookworm\nCMD [\"nginx\", \"-g\", \"daemon off;\"]\n", "",
+               "service started by CMD"),
+    "qemu": ("FROM debian:bookworm\nRUN echo qemu-system-x86_64 -hda disk.img\n", "", "QEMU"),
+    "apt": ("FROM debian:bookworm\nRUN apt-get update && apt-get install -y arcforge-no-pkg\n",
+            "", "apt package(s) not on this host: arcforge-no-pkg"),
+    "run-fails": ("FROM python:3.12\nRUN echo building && python3 -c 'raise SystemExit(3)'\n",
+                  "", "RUN failed (exit 3)"),
+    "copy-missing": ("FROM python:3.12\nCOPY nope.txt /app/\n", "", "nope.txt is not in the build"),
+    "user": ("FROM python:3.12\nUSER app\n", "", "USER app"),
+}  # fmt: skip
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", sorted(UNBUILDABLE))
+def test_container_mode_names_what_cannot_be_built(tmp_path, name):
+    dockerfile, compose, needle = UNBUILDABLE[name]
+    root = tmp_path / name
+    (root / "tests").mkdir(parents=True)
+    (root / "task.yaml").write_text("instruction: Do it.\n")
+    (root / "Dockerfile").write_text(dockerfile)
+    if compose:
+        (root / "docker-compose.yaml").write_text(compose)
+    (root / "run-tests.sh").write_text("exit 0\n")
+    task = import_task_dir(root)
+    reasons = " | ".join(task.metadata["unsupported"])
+    assert needle in reasons and "root_layer" not in task.context, reasons
+    with pytest.raises(ValueError, match="unsupported"):
+        TerminalEnv().reset(task)
+
+
+@needs_bwrap
+def test_container_mode_reports_downloads_at_solve_time(tmp_path):
+    root = tmp_path / "fetches"
+    (root / "tests").mkdir(parents=True)
+    (root / "task.yaml").write_text("instruction: Do it.\n")
+    (root / "Dockerfile").write_text("FROM python:3.12\nWORKDIR /app\n")
+    (root / "run-tests.sh").write_text("wget -q https://example.com/golden.tar\npytest $TEST_DIR\n")
+    reasons = " | ".join(import_task_dir(root).metadata["unsupported"])
+    assert "downloads at solve time: wget -q https://example.com/golden.tar" in reasons, reasons
