@@ -3,10 +3,15 @@
 What it does, in `RUN_DIR/<stage>/`:
 - swe/: each of the first `swe_repos` world repositories is written as a git repo and gets up
   to `swe_bugs` synthetic bugs (AST mutations kept when they break a test, validated `runs`
-  times in the sandbox) -> swe/instances.jsonl (SWE-bench shape);
+  times in the sandbox) -> swe/instances.jsonl (SWE-bench shape); with `swe_llm_rewrite` the
+  LLM rewrites each instance's problem statement as an issue, and a rewrite that loses the
+  code names or leaks a test name or the fix is not used (counted by reason);
 - terminal/: when `terminal_seeds` > 0, the world's terminal tasks seed LLM-driven terminal
   synthesis against an OpenAI-compatible endpoint: `llm.base_url`, or `llm.checkpoint` (a stage
   of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
+  each seed is also a draft itself, so the construction agent runs even when expansion fails;
+  `terminal_pages` > 0 also sends that many how-to pages (arcforge.world.tutorials) through
+  the web-page route;
 - search/: when `search` > 0, WKG + multi-hop search synthesis from the world's pages, with the
   LLM as the no-tool filter (a question the model answers without searching is dropped) and
   as the paraphraser (and, with `search_llm_pages`, as the triple extractor of that many
@@ -30,6 +35,7 @@ is the honest outcome. The stage trains nothing and writes no checkpoint (eval: 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +60,8 @@ class SynthStageCfg(StageCfg):
     swe_repos: int = Field(2, ge=0)
     swe_bugs: int = Field(4, ge=0)
     terminal_seeds: int = Field(0, ge=0)
+    terminal_pages: int = Field(0, ge=0)  # how-to pages through the web-page route (0: skip)
+    swe_llm_rewrite: bool = False  # the LLM rewrites SWE problem statements (guarded)
     search: int = Field(0, ge=0)  # search tasks wanted (0: skip)
     search_attempts: int = Field(400, gt=0)
     gem_texts: int = Field(0, ge=0)  # procedure-like world texts through GEM (0: skip)
@@ -81,13 +89,14 @@ def _counts(summary: dict[str, Any], dropped: bool = False) -> dict[str, dict[st
     return {name: {k: v[k] for k in keys} for name, v in rows}
 
 
-def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
+def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
     from arcforge.synth.export import load_tasks
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
 
     tasks, counts = [], {}
     cfg = SWESynthConfig(runs=stage.runs, backend=stage.backend, workers=stage.workers,
-                         max_bugs=stage.swe_bugs, seed=stage.seed)  # fmt: skip
+                         max_bugs=stage.swe_bugs, seed=stage.seed,
+                         llm=llm if stage.swe_llm_rewrite else None)  # fmt: skip
     for repo in ctx.world.repos[: stage.swe_repos]:
         src = out / "swe" / "repos" / repo.name
         if not (src / ".git").exists():
@@ -96,6 +105,10 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path) -> tuple[list, dict]:
         tasks += load_tasks(path) if recs else []
         summary = json.loads((out / "swe" / repo.name / "summary.json").read_text())
         counts[repo.name] = _counts(summary, dropped=True)
+        if stage.swe_llm_rewrite:
+            counts[repo.name]["statement_rewrite"] = dict(
+                Counter(r.data.get("statement_rewrite", "not tried") for r in recs)
+            )
     return tasks, counts
 
 
@@ -132,14 +145,24 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
 def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
     from arcforge.synth.export import load_tasks
     from arcforge.synth.terminal import TerminalSynthConfig, synthesize_terminal
+    from arcforge.world.tutorials import tutorial_pages
 
     seeds = [t.instruction for t in ctx.world.tasks("terminal", "train")[: stage.terminal_seeds]]
-    cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants,
+    pages = tutorial_pages(ctx.world, stage.terminal_pages) if stage.terminal_pages else []
+    cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants, include_seed=True,
                               runs=stage.refine_runs, workers=stage.workers,
                               backend=stage.backend)  # fmt: skip
-    recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds)
+    recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds, pages=pages)
     summary = json.loads((out / "terminal" / "summary.json").read_text())
-    return [t for r in recs for t in load_tasks(r.data["task_dir"])], _counts(summary, True)
+    counts = _counts(summary, True)
+    expansion: Counter[str] = Counter()  # how each seed's expansion went (its seed draft says)
+    drafts = out / "terminal" / "draft.jsonl"
+    for line in drafts.read_text().splitlines() if drafts.exists() else []:
+        for o in json.loads(line).get("outputs") or []:
+            if e := o.get("data", {}).get("expansion"):
+                expansion[e.split(":")[0]] += 1
+    counts["seed_expansion"] = dict(expansion)
+    return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
 
 
 def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
@@ -180,20 +203,25 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
     from arcforge.synth.export import export_rl_pool
 
     out.mkdir(parents=True, exist_ok=True)
+    do_swe = bool(stage.swe_repos and stage.swe_bugs)
     swe_tasks, swe_counts = (
-        _swe(ctx, stage, out) if stage.swe_repos and stage.swe_bugs else ([], {})
+        _swe(ctx, stage, out, None) if do_swe and not stage.swe_llm_rewrite else ([], {})
     )
     term_tasks, term_counts, search, gem, abe = [], {}, {}, {}, {}
     gem_llm = stage.gem_texts and stage.gem_route == "llm"
     abe_llm = stage.abe and stage.abe_route == "llm"
+    swe_llm = do_swe and stage.swe_llm_rewrite
+    terminal = stage.terminal_seeds or stage.terminal_pages
     if stage.gem_texts and not gem_llm:
         gem = _gem(ctx, stage, out, None)
     if stage.abe and not abe_llm:
         abe = _abe(ctx, stage, out, None)
-    if stage.terminal_seeds or stage.search or gem_llm or abe_llm:
+    if terminal or stage.search or gem_llm or abe_llm or swe_llm:
         llm, stop, engine = _llm(ctx, stage)  # one endpoint (or served model) for every LLM step
         try:
-            if stage.terminal_seeds:
+            if swe_llm:
+                swe_tasks, swe_counts = _swe(ctx, stage, out, llm)
+            if terminal:
                 term_tasks, term_counts = _terminal(ctx, stage, out, llm)
             if stage.search:
                 search = _search(ctx, stage, out, llm, engine)

@@ -140,8 +140,33 @@ def _run_states(rec: Record, tests: list[str], after: Path, before: Path, base: 
     return Record(rec.id, data)
 
 
+def statement_problem(original: str, text: str, f2p: list[str], patch: str) -> str | None:
+    """Why an LLM-rewritten problem statement cannot replace `original` (None: it can).
+
+    A rewrite must be an issue about the same code: non-trivial text that keeps at least one of
+    the original's `code` names (the function or file the bug is in), and it must not leak the
+    answer: no FAIL_TO_PASS test name, no line the fix adds."""
+    if len(text) < 20:
+        return "too short"
+    names = set(re.findall(r"`([^`\n]+)`", original))
+    idents = {re.split(r"[(\s]", n)[0] for n in names} - {""}
+    if idents and not any(i in text for i in idents):
+        return "lost the code names"
+    for t in f2p:
+        leaf = t.split("::")[-1].split("[")[0]
+        if leaf and leaf in text:
+            return "names a FAIL_TO_PASS test"
+    added = [ln[1:].strip() for ln in patch.splitlines()
+             if ln.startswith("+") and not ln.startswith("+++")]  # fmt: skip
+    if any(len(a) > 8 and a in text for a in added):
+        return "quotes the fix"
+    return None
+
+
 def _statement(rec: Record, cfg: SWESynthConfig) -> Record:
-    """Optional LLM rewrite of the problem statement (kept as is without an LLM)."""
+    """Optional LLM rewrite of the problem statement (kept as is without an LLM). A rewrite
+    that fails `statement_problem` is not used: the instance keeps its original statement and
+    records why in `statement_rewrite` (the stage counts them)."""
     d = rec.data
     if cfg.llm is None:
         return rec
@@ -153,10 +178,12 @@ def _statement(rec: Record, cfg: SWESynthConfig) -> Record:
     except LLMError as err:
         raise Drop("statement LLM failed", str(err)) from None
     text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
-    if not text:
-        raise Drop("statement LLM returned nothing")
+    why = statement_problem(d["problem_statement"], text, d["FAIL_TO_PASS"], d.get("patch", ""))
+    if why is not None:
+        return Record(rec.id, {**d, "statement_rewrite": f"rejected: {why}",
+                               "rejected_statement": text[:2000]})  # fmt: skip
     return Record(rec.id, {**d, "problem_statement": text, "original_statement":
-                           d["problem_statement"]})  # fmt: skip
+                           d["problem_statement"], "statement_rewrite": "accepted"})  # fmt: skip
 
 
 INSTANCE_KEYS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",

@@ -78,12 +78,15 @@ exit $rc
 
 @dataclass
 class TerminalSynthConfig:
-    """n_variants: drafts per seed. repair_rounds: self-repair rounds after the first try.
+    """n_variants: drafts per seed. include_seed: the seed itself is a draft too (kept even
+    when expansion fails; the failure is recorded in its `expansion` field).
+    repair_rounds: self-repair rounds after the first try.
     runs: refine runs (oracle n/n, empty 0/n). probes: exploit probes (None: all).
     workers: tasks built in parallel. backend: sandbox backend."""
 
     llm: LLMClient
     n_variants: int = 5
+    include_seed: bool = False
     repair_rounds: int = 3
     runs: int = 5
     probes: list[str] | None = None
@@ -109,19 +112,34 @@ def _draft(value: Any, where: str) -> dict[str, str]:
 
 
 def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
-    """A seed record {"instruction"} -> up to n_variants draft records."""
+    """A seed record {"instruction"} -> up to n_variants draft records (plus the seed itself
+    with `include_seed`)."""
     prompt = EXPAND_PROMPT.format(seed=rec.data["instruction"], n=cfg.n_variants)
+
+    def seed_only(err: Drop) -> list[Record]:
+        if not cfg.include_seed:
+            raise err
+        return [rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
+                                   "seed": rec.id, "expansion": f"{err.reason}: {err.detail}"[:300]})]  # fmt: skip
+
     try:
         drafts = cfg.llm.chat_json([{"role": "user", "content": prompt}],
                                    temperature=cfg.temperature, max_tokens=1500)  # fmt: skip
     except LLMError as err:
-        raise Drop("expansion LLM failed", str(err)) from None
+        return seed_only(Drop("expansion LLM failed", str(err)))
     if isinstance(drafts, dict):
         drafts = drafts.get("tasks") or [drafts]
     if not isinstance(drafts, list):
-        raise Drop("malformed draft", f"expected a list, got {clip(drafts)}")
-    return [rec.child(i, {**_draft(d, f"variant {i}"), "seed": rec.id})
-            for i, d in enumerate(drafts[: cfg.n_variants])]  # fmt: skip
+        return seed_only(Drop("malformed draft", f"expected a list, got {clip(drafts)}"))
+    try:
+        out = [rec.child(i, {**_draft(d, f"variant {i}"), "seed": rec.id})
+               for i, d in enumerate(drafts[: cfg.n_variants])]  # fmt: skip
+    except Drop as err:
+        return seed_only(err)
+    if cfg.include_seed:
+        out.insert(0, rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
+                                         "seed": rec.id, "expansion": "ok"}))  # fmt: skip
+    return out
 
 
 def draft_from_page(rec: Record, cfg: TerminalSynthConfig) -> Record:

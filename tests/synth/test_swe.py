@@ -186,3 +186,20 @@ def test_llm_rewrites_problem_statements(built, tmp_path):
     by_id = {r.id: r.data for r in got}
     clamp = next(d for d in by_id.values() if d["original_statement"].startswith("Fix clamp"))
     assert clamp["problem_statement"] == "clamp(15, 0, 10) returns 0; expected 10."
+
+
+def test_statement_rewrite_guard_names_what_is_wrong():
+    from arcforge.synth.swe import statement_problem
+
+    orig = "`is_prime` gives a wrong result\n\nCalling `is_prime(7)` (from `pkg/numbers.py`) returns False."
+    f2p = ["tests/test_numbers.py::test_is_prime_small[7]"]
+    patch = "--- a/pkg/numbers.py\n+++ b/pkg/numbers.py\n-    return n % 2 == 1\n+    return all(n % d for d in range(2, n))\n"  # fmt: skip
+    good = "is_prime(7) says False although 7 is a prime; it should say True."
+    assert statement_problem(orig, good, f2p, patch) is None
+    assert statement_problem(orig, "Answer: 170", f2p, patch) == "too short"
+    assert statement_problem(orig, "The numbers module gives wrong answers for primes.", f2p,
+                             patch) == "lost the code names"  # fmt: skip
+    assert statement_problem(orig, "is_prime fails; see test_is_prime_small for details.", f2p,
+                             patch) == "names a FAIL_TO_PASS test"  # fmt: skip
+    leak = "is_prime is wrong, change it to return all(n % d for d in range(2, n))"
+    assert statement_problem(orig, leak, f2p, patch) == "quotes the fix"

@@ -102,3 +102,53 @@ def test_served_checkpoint_also_runs_the_two_search_agent(tmp_path, tok):
     solved = steps["two_search"]["dropped"].get("two_search_solved", 0)
     assert summary["info"]["engine_two_search_runs"] == steps["two_search"]["in"] - solved
     assert summary["kept"] == 1
+
+
+def test_synth_stage_sends_swe_statements_and_howto_pages_to_the_llm(tmp_path):
+    """`swe_llm_rewrite` routes each synthetic bug's statement through the LLM (a rewrite
+    keeping the code name is used, one that leaks a test name is not) and `terminal_pages`
+    sends the world's how-to pages through terminal synthesis's web-page route."""
+    import re
+
+    import arcforge.stages  # noqa: F401
+    from arcforge.replay import ReplayServer
+
+    def llm(messages):
+        text = messages[-1]["content"]
+        if text.startswith("Rewrite the following change"):
+            test = re.search(r"::(test_\w+)", text)
+            if test and llm.n_swe == 0:
+                llm.n_swe += 1
+                return "A library function gives wrong results for some inputs."
+            return f"It fails in {test.group(1) if test else 'a test'} - please fix."
+        return "not json"  # page drafts: unusable, dropped and counted
+
+    llm.n_swe = 0
+    with ReplayServer(llm) as srv:
+        raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
+               "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 4,
+                           "runs": 1, "swe_llm_rewrite": True, "terminal_pages": 2,
+                           "terminal_seeds": 1,
+                           "llm": {"base_url": srv.base_url, "api_key_env": None}}]}  # fmt: skip
+        cfg = parse_config(raw)
+        ctx = RunContext(cfg, tmp_path)
+        summary = run_stage(ctx, cfg.stages[0])
+        prompts = [r["messages"][-1]["content"] for r in srv.requests]
+    page_prompts = [p for p in prompts if "technical web page" in p]
+    assert len(page_prompts) == 2 and "```bash" in page_prompts[0] and "Step 2." in page_prompts[0]
+    term = summary["terminal"]
+    assert term["draft"]["dropped"] == {"page LLM failed": 2}  # not JSON
+    # the seed's expansion failed too, but the seed itself went on to the construction agent
+    assert term["seed_expansion"] == {"expansion LLM failed": 1} and term["draft"]["out"] == 1
+    assert term["construct"] == {"in": 1, "out": 0, "dropped": {"construction LLM failed": 1}}
+    assert sum(p.startswith("Build an executable, verifiable terminal task") for p in prompts) >= 1
+    counts = summary["swe"][ctx.world.repos[0].name]
+    rewrites = counts["statement_rewrite"]
+    assert sum(rewrites.values()) == summary["swe_instances"] >= 1
+    assert rewrites.get("accepted", 0) == 1
+    if summary["swe_instances"] > 1:
+        assert rewrites["rejected: names a FAIL_TO_PASS test"] == summary["swe_instances"] - 1
+    insts = load_records(f"jsonl:{tmp_path / 'synth' / 'rl_pool.jsonl'}")
+    statements = [r.task.instruction for r in insts if r.task.kind == "swe"]
+    assert sum("gives wrong results for some inputs" in s for s in statements) == 1
+    assert not any("please fix" in s for s in statements)  # the leaking rewrite was not used
