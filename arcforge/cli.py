@@ -293,7 +293,8 @@ def env_check(
     empty: bool = typer.Option(False, "--empty", help="Run no solution (the verifier must fail)."),
     backend: str = typer.Option("bwrap", help="Sandbox backend: bwrap, docker or local."),
     container: bool = typer.Option(
-        None, "--container/--no-container",
+        None,
+        "--container/--no-container",
         help="Run a task directory as a container-like root built from its Dockerfile (uid 0, "
         "/app, writable /etc, /usr/local, /root); default: when the task has a Dockerfile.",
     ),
@@ -309,7 +310,10 @@ def env_check(
         raise UserError(f"solution file not found: {solution}")
     try:
         res = check_task(
-            task, solution=str(solution) if solution else None, empty=empty, backend=backend,
+            task,
+            solution=str(solution) if solution else None,
+            empty=empty,
+            backend=backend,
             container=container,
         )
     except ValueError as err:
