@@ -227,6 +227,8 @@ class BwrapSandbox(StoreBackedSandbox):
         if self.closed:
             raise SandboxError("sandbox is closed")
         default_cwd = self.root.workdir if self.root is not None else WORKSPACE
+        if self.root is not None and cwd is None and not self._is_dir(default_cwd):
+            default_cwd = APP  # the agent removed the WORKDIR: run in /app rather than fail
         argv = self.argv(cmd, env or {}, cwd or default_cwd, grading)
         wall = self.limits.wall_time if timeout is None else timeout
         res = run_capped(
@@ -238,6 +240,12 @@ class BwrapSandbox(StoreBackedSandbox):
         if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
             raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
         return res
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return self.store.host_path(path, self.workdir).is_dir()
+        except SandboxError:
+            return False
 
     def close(self) -> None:
         """Delete the host copy of the workspace and snapshots. Nothing runs between execs."""

@@ -147,6 +147,8 @@ def test_episodes_start_from_the_layer_and_throw_changes_away(task_dir):
     sb.restore(snap)
     assert sb.exec("cat /etc/greeting.conf /root/r").stdout == "hello from the image\n"
     sb.exec("echo later > /etc/later.conf")
+    assert sb.exec("cd /app && rm -rf /app/work && pwd").stdout == "/app\n"
+    assert sb.exec("pwd").stdout == "/app\n"  # WORKDIR gone: the next exec starts in /app
     env.reset(task)  # a new episode: none of the last one's changes
     fresh = env.sb.exec("ls /etc/new.conf /etc/later.conf /root/r 2>&1; cat /etc/greeting.conf")
     assert fresh.stdout.count("No such file") == 3 and "hello from the image" in fresh.stdout
