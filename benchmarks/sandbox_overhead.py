@@ -3,7 +3,10 @@
 Times `true` and `python3 -c pass` N times each through `open_sandbox("bwrap").exec` and
 through `subprocess.run(["bash", "-c", cmd])` (the same shell the sandbox uses, so the
 difference is what the sandbox costs: namespaces, mounts, the rlimit wrapper, output capture).
-Prints one line per case and ends with `result: overhead_ms=...` for `true`.
+Then the same for a container-like root over the base layer (sandbox_root.py: uid 0, the
+layer's /etc, /usr/local, /root, ... bound read-write), and the cost of opening one (copying
+the layer). Prints one line per case and ends with `result: overhead_ms=...` for `true` in
+the plain sandbox.
 
 Usage: python benchmarks/sandbox_overhead.py [--quick] [--n N]
 """
@@ -17,6 +20,7 @@ import time
 
 from arcforge.envs.sandbox import open_sandbox
 from arcforge.envs.sandbox_bwrap import PATH
+from arcforge.envs.sandbox_root import build_layer
 
 
 def _median_ms(fn, n: int) -> float:
@@ -44,6 +48,16 @@ def main() -> None:
             overhead[cmd] = boxed - plain
             print(f"{cmd!r:20} subprocess {plain:7.2f} ms   bwrap {boxed:7.2f} ms   "
                   f"overhead {boxed - plain:6.2f} ms   (median of {n})")  # fmt: skip
+    layer = build_layer(None).layer
+    assert layer is not None
+    opened = _median_ms(lambda: open_sandbox("bwrap", root=layer).close(), n)
+    with open_sandbox("bwrap", root=layer) as sb:
+        for cmd in ("true", "python3 -c pass"):
+            plain = _median_ms(lambda c=cmd: subprocess.run(["/bin/bash", "-c", c], env=env), n)
+            boxed = _median_ms(lambda c=cmd: sb.exec(c), n)
+            print(f"{cmd!r:20} subprocess {plain:7.2f} ms   container root {boxed:7.2f} ms   "
+                  f"overhead {boxed - plain:6.2f} ms   (median of {n})")  # fmt: skip
+    print(f"container root: open + close {opened:.2f} ms (median of {n})")
     print(f"result: overhead_ms={overhead['true']:.2f}")
 
 
