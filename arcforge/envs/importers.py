@@ -55,6 +55,13 @@ TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
 SWE_TOOLS = ["view_file", "search_code", "edit_file", "run_tests", "bash"]
 PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))
 DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
+# what every task sandbox already has (pytest from the bound host site-packages; the ctrf
+# report plugin's flag is stripped): a verifier's install of these is dropped, not hoisted
+PROVIDED = {"pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging"}
+
+
+def _pkg_name(spec: str) -> str:
+    return re.split(r"[<>=!~\[ ]", spec)[0].lower().replace("_", "-")
 
 
 class Import:
@@ -88,7 +95,8 @@ def _install(seg: str, imp: Import) -> bool:
     if pip:
         pkgs = [w for w in pip.group(1).split() if not w.startswith("-")]
         if imp.container and imp.solve_time:  # built into the layer's venv instead
-            imp.hoist_pip += [p for p in pkgs if p not in imp.hoist_pip]
+            extra = [p for p in pkgs if _pkg_name(p) not in PROVIDED and p not in imp.hoist_pip]
+            imp.hoist_pip += extra
         elif missing := pip_missing(pkgs):
             imp.unsupported.append(f"pip package(s) not available offline: {', '.join(missing)}")
         return True

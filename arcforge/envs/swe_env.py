@@ -27,6 +27,7 @@ itself runs inside the pytest process; see code_env's header.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -169,6 +170,18 @@ def sanitize(tree: Path, snap: Snapshot) -> list[str]:
     return sorted(r for r in set(agent) | set(want) if agent.get(r, b"") != want.get(r, b""))
 
 
+_DURATION = re.compile(r"^(.*\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
+                       r"warnings?|no tests ran)\b.*?) in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?( =+)?$",
+                       re.M)  # fmt: skip
+
+
+def strip_durations(text: str) -> str:
+    """Drop pytest's wall-clock time from its summary lines ("12 passed in 0.04s" -> "12 passed"):
+    an observation must not depend on machine load, or recorded expert episodes (and so the
+    SFT data and every later stage) would differ from run to run."""
+    return _DURATION.sub(r"\1\2", text)
+
+
 class SWEEnv:
     """Repository-level bug fixing (world SWE tasks and imported SWE-bench instances).
 
@@ -224,7 +237,7 @@ class SWEEnv:
         target = "'" + path.replace("'", "'\\''") + "'" if path else ""
         res = self.sb.exec(f"python3 -m pytest -q -p no:cacheprovider {target}",
                            timeout=self.tool_timeout)  # fmt: skip
-        return format_exec(res)[-6000:]
+        return strip_durations(format_exec(res))[-6000:]
 
     def step(self, message: Message) -> StepResult:
         if self.sb is None:

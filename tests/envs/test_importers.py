@@ -50,6 +50,7 @@ def test_terminal_bench_import_fields_container_mode():
     assert '"/app/process_data.sh"' in t.metadata["test_files"]["test_outputs.py"]
     assert "python3 -P -m pytest $TEST_DIR/test_outputs.py -rA" in t.validation.verify_script
     assert t.context["files"] == {} and t.context["init_script"] == ""
+    assert t.context["extra_pip"] == []  # `uv pip install pytest==8.4.1`: the sandbox has pytest
 
 
 def test_harbor_import_fields_rewrite_mode():
