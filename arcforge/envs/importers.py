@@ -45,7 +45,6 @@ from arcforge.envs.sandbox_root import (
     apt_missing,
     apt_packages,
     build_layer,
-    dockerfile_needs,
     logical_lines,
     pip_missing,
 )
@@ -195,12 +194,8 @@ def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
 
 def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, str]:
     """Container mode: build (or find cached) the task's root layer; context entries for it."""
-    text = dockerfile.read_text() if dockerfile is not None else ""
-    needs = dockerfile_needs(text, compose.read_text() if compose and compose.is_file() else "")
-    if needs:
-        imp.unsupported += needs
-        return {}
-    build = build_layer(dockerfile, extra_pip=imp.hoist_pip)
+    compose_text = compose.read_text() if compose and compose.is_file() else ""
+    build = build_layer(dockerfile, extra_pip=imp.hoist_pip, compose=compose_text)
     if build.layer is None:
         imp.unsupported += build.unsupported
         return {}

@@ -152,7 +152,6 @@ class BwrapSandbox(StoreBackedSandbox):
             self.workdir = APP
         self.store = HostStore(workspace, owner=self.uid, layer=root.path if root else None,
                                layer_dirs=LAYER_DIRS)  # fmt: skip
-        self.store.snapshot()  # "snap-0": the initial state, target of a bare restore()
         self._static = self._static_args()
 
     def _static_args(self) -> list[str]:

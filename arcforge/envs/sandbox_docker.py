@@ -82,7 +82,6 @@ class DockerSandbox(StoreBackedSandbox):
             working_dir=WORKSPACE,
         )
         self._after_host_change()
-        self.store.snapshot()
 
     def _after_host_change(self) -> None:
         # Files the host wrote belong to the host user; hand the workspace to the agent uid

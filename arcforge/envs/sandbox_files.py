@@ -79,7 +79,8 @@ class HostStore:
     With `layer` (a container-like root's layer directory, see sandbox_root.py) the layer's
     `app/` seeds the workspace (the caller's workspace is copied on top), its system dirs are
     copied to root/layer/, sandbox paths under them (/etc/..., /usr/local/...) map there, and
-    snapshots include them.
+    snapshots include them (the initial one refers to the cached layer instead of copying it).
+    The store takes that initial snapshot, "snap-0", itself.
     """
 
     def __init__(self, workspace: str | Path | None, owner: int | None,
@@ -109,6 +110,8 @@ class HostStore:
         self.fix_owner(self.workspace)
         self.fix_owner(self.grading, top_only=True)
         self._ids: list[SnapshotId] = []
+        self._layer_snaps: dict[SnapshotId, Path] = {}
+        self.snapshot(layer_from=layer)  # "snap-0": the initial state, target of a bare restore()
 
     def grading_subdirs(self, names: tuple[str, ...]) -> None:
         """Make sure grading/<name> exists for each bind source (a grader may have removed it)."""
@@ -181,11 +184,16 @@ class HostStore:
         copy_tree(self.host_path(sandbox_path, workdir), Path(host_dst))
 
     # --- snapshots -------------------------------------------------------------------
-    def snapshot(self) -> SnapshotId:
+    def snapshot(self, layer_from: Path | None = None) -> SnapshotId:
+        """Copy the workspace (and the layer) aside. `layer_from`: an unmodified source of the
+        layer to refer to instead of copying it (the cached layer, for the initial snapshot)."""
         sid = SnapshotId(f"snap-{len(self._ids)}")
         copy_tree(self.workspace, self.snapshots / sid)
         if self.layer is not None:
-            copy_tree(self.layer, self.snapshots / f"{sid}.layer")
+            if layer_from is None:
+                layer_from = self.snapshots / f"{sid}.layer"
+                copy_tree(self.layer, layer_from)
+            self._layer_snaps[sid] = layer_from
         self._ids.append(sid)
         return sid
 
@@ -196,14 +204,15 @@ class HostStore:
         if sid not in self._ids:
             raise SandboxError(f"unknown snapshot {sid!r}")
         src = self.snapshots / sid
-        pairs = [(src, self.workspace)]
+        clear_dir(self.workspace)
+        copy_tree(src, self.workspace)
+        shutil.copystat(src, self.workspace)
+        self.fix_owner(self.workspace)
         if self.layer is not None:
-            pairs.append((self.snapshots / f"{sid}.layer", self.layer))
-        for snap, live in pairs:
-            clear_dir(live)
-            copy_tree(snap, live)
-            shutil.copystat(snap, live)
-            self.fix_owner(live)
+            clear_dir(self.layer)
+            for d in self.layer_dirs:
+                copy_tree(self._layer_snaps[sid] / d, self.layer / d)
+            self.fix_owner(self.layer)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -30,7 +30,6 @@ class LocalSandbox(StoreBackedSandbox):
         self.limits, self.env = limits, dict(env or {})
         self.store = HostStore(workspace, owner=None)
         self.workdir = str(self.store.workspace)
-        self.store.snapshot()
 
     def exec(
         self,

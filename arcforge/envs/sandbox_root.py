@@ -288,9 +288,8 @@ class _Builder:
         return not keep or self.exec(" && ".join(keep))
 
     def copy(self, op: str, arg: str) -> bool:
-        words = [_expand(w, self.vars()) for w in shlex.split(arg) if not w.startswith("--")]
-        if arg.lstrip().startswith("["):
-            words = json.loads(arg)
+        raw = json.loads(arg) if arg.lstrip().startswith("[") else shlex.split(arg)
+        words = [_expand(w, self.vars()) for w in raw if not w.startswith("--")]
         *srcs, dst = words
         dst = dst if dst.startswith("/") else f"{self.workdir.rstrip('/')}/{dst}"
         if not _writable(dst):
@@ -337,11 +336,13 @@ def _writable(path: str) -> bool:
 
 
 def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
-                force: bool = False, extra_pip: list[str] | tuple[str, ...] = ()) -> LayerBuild:  # fmt: skip
+                force: bool = False, extra_pip: list[str] | tuple[str, ...] = (),
+                compose: str = "") -> LayerBuild:  # fmt: skip
     """The cached layer for `dockerfile` (None: the base layer), built when missing.
 
     Args:
         dockerfile: path of the task's Dockerfile; its directory is the build context.
+        compose: the task's docker-compose text, checked by `dockerfile_needs` too.
         cache: cache root (default `layer_cache()`).
         force: rebuild even when cached.
         extra_pip: packages pip-installed after the Dockerfile (a verifier's test-time
@@ -353,7 +354,7 @@ def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
 
     df = Path(dockerfile) if dockerfile is not None else None
     text = df.read_text() if df is not None else ""
-    needs = dockerfile_needs(text)
+    needs = dockerfile_needs(text, compose)
     if needs:
         return LayerBuild(None, needs)
     root = Path(cache) if cache is not None else layer_cache()

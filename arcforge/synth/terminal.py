@@ -116,11 +116,14 @@ def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
     with `include_seed`)."""
     prompt = EXPAND_PROMPT.format(seed=rec.data["instruction"], n=cfg.n_variants)
 
+    def seed_draft(expansion: str) -> Record:
+        return rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
+                                  "seed": rec.id, "expansion": expansion[:300]})  # fmt: skip
+
     def seed_only(err: Drop) -> list[Record]:
         if not cfg.include_seed:
             raise err
-        return [rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
-                                   "seed": rec.id, "expansion": f"{err.reason}: {err.detail}"[:300]})]  # fmt: skip
+        return [seed_draft(f"{err.reason}: {err.detail}")]
 
     try:
         drafts = cfg.llm.chat_json([{"role": "user", "content": prompt}],
@@ -137,8 +140,7 @@ def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
     except Drop as err:
         return seed_only(err)
     if cfg.include_seed:
-        out.insert(0, rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
-                                         "seed": rec.id, "expansion": "ok"}))  # fmt: skip
+        out.insert(0, seed_draft("ok"))
     return out
 
 
