@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from arcforge.errors import ConfigError
 
@@ -49,6 +56,21 @@ class ModelCfg(Strict):
     rope_theta: float = 10000.0
     seed: int = 0
     overrides: dict[str, Any] = {}  # extra HF config fields for the preset
+    # untied embeddings + a planted induction circuit at init, so a tiny model learns to copy
+    # from its context (arcforge/model/prime.py); pair with the LM stage's copy_rows
+    prime_induction: bool = False
+
+    @model_validator(mode="after")
+    def _prime_needs_fresh_init(self) -> ModelCfg:
+        if self.prime_induction and self.path:
+            raise ValueError(
+                "model.prime_induction initialises a preset from scratch; a model.path "
+                "checkpoint is already trained: remove one of them"
+            )
+        for key in ("attention_bias", "tie_word_embeddings"):
+            if self.prime_induction and key in self.overrides:
+                raise ValueError(f"model.prime_induction sets {key} itself; drop it from overrides")
+        return self
 
 
 class OptimCfg(Strict):
@@ -95,6 +117,10 @@ class LMStageCfg(StageCfg):
     # slower (measured on the 2-core dev machine: 3.4 s/step vs 0.24 s/step in fp32)
     precision: Literal["fp32", "bf16"] = "fp32"
     curate: bool = True
+    # synthetic copy rows (arcforge/data/copy_rows.py): a first phase of `copy_warmup_steps`
+    # steps made only of them (added to `tokens`), then this fraction of every batch (within it)
+    copy_warmup_steps: int = Field(0, ge=0)
+    copy_rows: float = Field(0.0, ge=0.0, lt=1.0)
     heldout_every: int = Field(50, gt=0)
     heldout_docs: int = Field(64, gt=0)
 

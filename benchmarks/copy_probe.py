@@ -7,7 +7,9 @@ world's knowledge-base names (seen in pretraining) or fresh invented ones (never
 Prints the first-token and whole-name accuracy per checkpoint. Measured in session 5 on the
 demo model (d 128 x 4 layers, 3M pretraining tokens): first token 4.7-8%, whole name 0. That
 is why its agent suites stay at 0 (see the closing notes of issues 4, 6 and 7). A model that
-copies scores near 1 on both.
+copies scores near 1 on both. Session 6, with induction priming and copy rows (README, "Teaching
+a tiny model to copy"): pretrain 17.3% / 20.7% first token, 1.3% / 2.7% whole name; SFT 40.7% /
+35.3% and 7.3% / 4.0%.
 
 Usage: python benchmarks/copy_probe.py CHECKPOINT [CHECKPOINT ...] --world RUN_DIR/world [--n 150]
 """

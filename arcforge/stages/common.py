@@ -22,6 +22,7 @@ from arcforge.model.checkpoint import (
     resize_for_tokenizer,
 )
 from arcforge.model.presets import build_config
+from arcforge.model.prime import copy_config_fields, init_for_copying
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from arcforge.pipeline import RunContext
 
@@ -203,6 +204,10 @@ def model_for_stage(ctx: RunContext, stage) -> torch.nn.Module:
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
+        **(copy_config_fields() if m.prime_induction else {}),
         **m.overrides,
     )
-    return init_model(conf, seed=m.seed)
+    model = init_model(conf, seed=m.seed)
+    if m.prime_induction:
+        init_for_copying(model, seed=m.seed)
+    return model

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from arcforge.config import LMStageCfg
+from arcforge.data.copy_rows import copy_rows, plain_token_ids
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import git_repo_sequences
 from arcforge.data.packing import PackedDataset, pack, tokenize_docs
@@ -78,24 +79,7 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         weights.append(s.weight)
     held_docs = [d.text for d in ctx.world.heldout_corpus()[: stage.heldout_docs * 4]]
     held = pack(tokenize_docs(held_docs, tok), HELDOUT_SEQ_LEN)[: stage.heldout_docs]
-    schedule = stage.context_schedule or [
-        type("C", (), {"seq_len": stage.seq_len, "tokens": stage.tokens, "rope_theta": None})()
-    ]
-    phases = []
-    for i, cs in enumerate(schedule):
-        bs = max(1, stage.tokens_per_batch // cs.seq_len)
-        steps = max(1, cs.tokens // (bs * cs.seq_len))
-        rows = mixed_rows(streams, weights, cs.seq_len, steps * bs, stage.seed + i)
-        ds = PackedDataset(rows)
-        hook = _context_hook(cs.seq_len, cs.rope_theta) if cs.rope_theta else None
-        phases.append(
-            Phase(
-                steps,
-                lambda step, ds=ds, bs=bs: ds.batch(step, bs, stage.seed),
-                on_enter=hook,
-                name=f"ctx{cs.seq_len}",
-            )
-        )
+    phases = build_phases(stage, streams, weights, plain_token_ids(tok))
     res = train_lm(
         model,
         phases,
@@ -117,9 +101,53 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         "heldout_loss": final_held,
         "tokens": res.tokens,
         "tokens_per_s": res.tokens / max(1e-9, res.seconds),
-        "context": [c.seq_len for c in schedule],
+        "context": [c.seq_len for c in stage.context_schedule] or [stage.seq_len],
         "curation": curation,
     }
+
+
+def build_phases(
+    stage: LMStageCfg, streams: list[list[int]], weights: list[float], copy_ids: torch.Tensor
+) -> list[Phase]:
+    """The stage's loop phases: an optional copy warm-up, then one per context stage.
+
+    Every batch is a pure function of its step (exact resume), `copy_rows` of it synthetic copy
+    rows drawn from `copy_ids` when the stage asks for them.
+    """
+    schedule = stage.context_schedule or [
+        type("C", (), {"seq_len": stage.seq_len, "tokens": stage.tokens, "rope_theta": None})()
+    ]
+    phases = []
+    if stage.copy_warmup_steps:
+        seq0 = schedule[0].seq_len
+        bs0 = max(1, stage.tokens_per_batch // seq0)
+        phases.append(
+            Phase(
+                stage.copy_warmup_steps,
+                lambda step: copy_rows(bs0, seq0, copy_ids, _copy_seed(stage.seed, -1, step)),
+                name="copy",
+            )
+        )
+    for i, cs in enumerate(schedule):
+        bs = max(1, stage.tokens_per_batch // cs.seq_len)
+        k = min(bs - 1, round(bs * stage.copy_rows))  # copy rows per batch
+        steps = max(1, cs.tokens // (bs * cs.seq_len))
+        rows = mixed_rows(streams, weights, cs.seq_len, steps * (bs - k), stage.seed + i)
+        ds = PackedDataset(rows)
+        hook = _context_hook(cs.seq_len, cs.rope_theta) if cs.rope_theta else None
+
+        def batch_fn(step: int, ds=ds, bs=bs, k=k, i=i, seq=cs.seq_len) -> torch.Tensor:
+            b = ds.batch(step, bs - k, stage.seed)
+            if not k:
+                return b
+            return torch.cat([b, copy_rows(k, seq, copy_ids, _copy_seed(stage.seed, i, step))])
+
+        phases.append(Phase(steps, batch_fn, on_enter=hook, name=f"ctx{cs.seq_len}"))
+    return phases
+
+
+def _copy_seed(seed: int, phase: int, step: int) -> int:
+    return (seed * 1_000_003 + (phase + 1) * 10_000_019 + step) % (2**63)
 
 
 def _context_hook(seq_len: int, theta: float):

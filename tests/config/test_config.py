@@ -77,6 +77,22 @@ def test_eval_skip_must_name_configured_suites(tmp_path):
         load_config(write(tmp_path, BASE), ["stages.pre.eval_skip=[swe]"])
 
 
+def test_copy_priming_needs_a_fresh_preset(tmp_path):
+    ok = load_config(
+        write(tmp_path, BASE), ["model.prime_induction=true", "stages.pre.copy_rows=0.25"]
+    )
+    assert ok.model.prime_induction and ok.stage("pre").copy_rows == 0.25
+    with pytest.raises(ConfigError, match="model.path checkpoint is already trained"):
+        load_config(write(tmp_path, BASE), ["model.prime_induction=true", "model.path=/m"])
+    with pytest.raises(ConfigError, match="tie_word_embeddings"):
+        load_config(
+            write(tmp_path, BASE),
+            ["model.prime_induction=true", "model.overrides={tie_word_embeddings: true}"],
+        )
+    with pytest.raises(ConfigError, match="copy_rows"):
+        load_config(write(tmp_path, BASE), ["stages.pre.copy_rows=1.0"])
+
+
 def test_shipped_configs_parse():
     for name in ("demo.yaml", "smoke.yaml"):
         cfg = load_config(ROOT / "configs" / name)
