@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
+from arcforge.eval.copying import suite_copy
 from arcforge.eval.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.rewards.math import exact_match, math_reward
 from arcforge.rollout.engine import LocalEngine, SamplingParams
@@ -328,6 +329,7 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "tir": _env_suite("tir", kind="tir"),
     "general": _general_suite("general", ("format", "required", "forbidden", "json")),
     "general_loose": _general_suite("general_loose", ("format",)),
+    "copy": suite_copy,
 }
 
 
