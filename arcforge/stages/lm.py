@@ -3,7 +3,8 @@
 Curates text sources, packs a weighted mixture per context phase (one phase per mid-training
 context stage, with its RoPE base set on entry) and trains with `train_lm`. Finishes with a
 save_pretrained checkpoint plus the tokenizer. `git:<path>` sources give repo-level sequences
-of a local git repository.
+of a local git repository. Optional synthetic copy rows (arcforge/data/copy_rows.py) make a
+first phase (`copy_warmup_steps`) and/or part of every batch (`copy_rows`).
 """
 
 from __future__ import annotations
