@@ -22,10 +22,8 @@ from arcforge.model.tokenizer import load_tokenizer
 from arcforge.world.world import World
 
 
-def probe(ckpt: Path, names: list[str], n: int, fresh: bool) -> tuple[float, float]:
+def probe(model, tok, names: list[str], n: int, fresh: bool) -> tuple[float, float]:
     """(first-token accuracy, whole-name accuracy) over `n` items."""
-    tok, _ = load_tokenizer(ckpt)
-    model = load_model(ckpt).eval()
     res = summary(score_copy(model, tok, copy_items(names, n, fresh, seed=0)))
     return res["first"], res["whole"]
 
@@ -39,8 +37,10 @@ def main() -> None:
     world = World.load(args.world)
     kb, fresh = probe_names(world)
     for ck in args.checkpoints:
-        kf, kw = probe(ck, kb, args.n, False)
-        ff, fw = probe(ck, fresh, args.n, True)
+        tok, _ = load_tokenizer(ck)
+        model = load_model(ck).eval()  # once per checkpoint, for both name kinds
+        kf, kw = probe(model, tok, kb, args.n, False)
+        ff, fw = probe(model, tok, fresh, args.n, True)
         print(f"{ck}: KB names first {kf:.3f} whole {kw:.3f} | fresh names first {ff:.3f} "
               f"whole {fw:.3f}  (n={args.n} each)")  # fmt: skip
 

@@ -46,12 +46,6 @@ import torch
 from transformers import PreTrainedModel
 
 
-def _rope(config) -> tuple[int, torch.Tensor]:
-    hd = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    theta = (config.rope_parameters or {}).get("rope_theta", 10000.0)
-    return hd, theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-
-
 def _prev_token_qk(freqs: torch.Tensor, hd: int, gap: float, nfreq: int = 6):
     """Query/key biases whose RoPE score peaks at relative position 1 by `gap` nats."""
     w = torch.zeros_like(freqs)
@@ -106,16 +100,15 @@ def prime_induction(
         raise ValueError("induction priming needs `attention_bias: true` in the model config")
     if not ind_layer > prev_layer >= 0 or ind_layer >= c.num_hidden_layers:
         raise ValueError(f"need 0 <= prev_layer < ind_layer < {c.num_hidden_layers}")
-    hd, freqs = _rope(c)
-    d = c.hidden_size
+    freqs = model.model.rotary_emb.inv_freq.double()  # the model's own RoPE frequencies
+    hd, d = 2 * len(freqs), c.hidden_size
     g = torch.Generator().manual_seed(seed)
     layers = model.model.layers
     emb = model.get_input_embeddings().weight.detach()
     e_rms = emb.pow(2).mean().sqrt().item() * math.sqrt(d)  # typical embedding norm
 
-    A = torch.randn(hd, d, generator=g) / math.sqrt(
-        d
-    )  # code of a normalised token (norm ~ sqrt(hd))
+    # A: the code of a normalised token (norm ~ sqrt(hd))
+    A = torch.randn(hd, d, generator=g) / math.sqrt(d)
     U, _ = torch.linalg.qr(torch.randn(d, hd, generator=g))  # residual frame for the code
     # Previous-token head.
     att0 = layers[prev_layer].self_attn
