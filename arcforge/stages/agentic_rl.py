@@ -1,13 +1,13 @@
 """Agentic-RL stage runner: task sources -> orchestrator + environment services -> rollout
 workers (threads or Ray actors) -> `train_async_rl` -> checkpoint.
 
-Each source (`world:swe`, `world:terminal`, `world:search`, `world:tool`, `jsonl:tasks.jsonl`,
-...) is a pool of the mixture with its weight as its share of every batch; a pool is named by
-its task kind when it holds one kind (sources of the same kind merge, weights adding up), else
-by the source file's stem (e.g. "rl_pool" for a synthesized pool of SWE and terminal tasks; its
-jobs still go to the service of each task's kind). Environments:
-the `services` of the config (HTTP env services started elsewhere with `arcforge env serve`),
-else one in-process service per kind over the world's environments (`make_env`), or, with
+Each source (`world:swe`, `world:terminal`, `world:search`, `world:tool`, `world:tir`,
+`jsonl:tasks.jsonl`, ...) is a pool of the mixture with its weight as its share of every batch;
+a pool is named by its task kind when it holds one kind (sources of the same kind merge, weights
+adding up), else by the source file's stem (e.g. "rl_pool" for a synthesized pool of SWE and
+terminal tasks; its jobs still go to the service of each task's kind). Environments: the
+`services` of the config (HTTP env services started elsewhere with `arcforge env serve`), else
+one in-process service per kind over the world's environments (`make_env`), or, with
 backend "ray", one EnvHost actor per kind.
 """
 

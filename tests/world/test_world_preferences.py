@@ -53,3 +53,25 @@ def test_jsonl_preference_records(tmp_path):
     assert len(recs) == 1 and recs[0].meta["rejected"] == "bad" and recs[0].meta["note"] == 1
     with pytest.raises(DataError, match=r"prefs.jsonl:2: bad record: .*missing 'rejected'"):
         load_records(f"jsonl:{f}", on_error="fatal")
+
+
+def test_world_tir_source_is_the_reasoning_problems_as_tir_tasks(world):
+    from arcforge.envs.registry import env_factory
+    from arcforge.types import Message
+
+    recs = world_records(world, "tir", "test")
+    probs = world.tasks("reasoning", "test")
+    assert [r.task.id for r in recs] == [t.id for t in probs]
+    assert {r.task.kind for r in recs} == {"tir"}
+    # the TIR environment grades them: the right answer gets 1, a wrong one 0
+    task = recs[0].task
+    env = env_factory(world)(task)
+    try:
+        for reply, want in ((task.validation.answer, 1.0), (task.validation.answer + "1", 0.0)):
+            env.reset(task)
+            env.step(Message("assistant", f"Answer: {reply}"))
+            assert env.verify().score == want
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="unknown suite"):
+        world_records(world, "tirr", "test")
