@@ -66,7 +66,7 @@ class EpisodeCounts:
 
 @dataclass
 class WorldConfig:
-    """Sizes for the ~20-minute CPU demo; `scale` multiplies entity, corpus, task, demo counts."""
+    """Sizes for the CPU demo; `scale` multiplies entity, corpus, task, demo counts."""
 
     seed: int = 0
     scale: float = 1.0
