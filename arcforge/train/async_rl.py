@@ -86,6 +86,7 @@ class AgenticRLStageCfg(StageCfg):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     loss: Literal["double_sided_is"] = "double_sided_is"
+    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"  # see RLStageCfg.loss_agg
     clip_low: float = Field(0.2, ge=0, lt=1)  # eps_l: keep tokens with r >= 1 - eps_l
     clip_high: float = Field(0.28, ge=0)  # eps_h: keep tokens with r <= 1 + eps_h
     micro_batch: int = Field(16, gt=0)

@@ -68,6 +68,7 @@ class DistillStageCfg(StageCfg):
     max_new_tokens: int = Field(96, gt=0)
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
     loss: Literal["double_sided_is"] = "double_sided_is"
+    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"  # see RLStageCfg.loss_agg
     clip_low: float = Field(0.2, ge=0, lt=1)  # IS trust region [1 - clip_low, 1 + clip_high]
     clip_high: float = Field(0.28, ge=0)
     kl_coef: float = 0.0  # unused here; policy_backward reads it

@@ -57,6 +57,7 @@ from arcforge.train.rollout_batch import (
     TokenBatch,
     pad_trajectories,
     sequence_logprobs,
+    sequence_weighted,
     trajectory_from_completion,
 )
 from arcforge.types import Message, Reward, Task, Validation
@@ -75,6 +76,10 @@ class RLStageCfg(StageCfg):
     max_new_tokens: int = Field(96, gt=0)
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
     loss: Literal["grpo_icepop", "double_sided_is"] = "grpo_icepop"
+    # token_mean: every trained token of the batch weighs the same (long episodes weigh more);
+    # seq_mean: every trajectory weighs the same, its tokens averaged within it (verl's
+    # "seq-mean-token-mean"), so many long failures cannot outweigh a few short successes.
+    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"
     clip_low: float = Field(0.2, ge=0, lt=1)
     clip_high: float = Field(0.28, ge=0)
     icepop_beta: float | None = Field(2.0, gt=1)  # None: no mismatch correction (ρ := 1)
@@ -250,16 +255,19 @@ def policy_backward(
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
     """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
-    over micro-batches; returns token-weighted loss stats.
+    over micro-batches; returns token-weighted loss stats. With `cfg.loss_agg == "seq_mean"`
+    the mask becomes per-trajectory weights first (`sequence_weighted`).
 
-    `cfg` needs loss, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
+    `cfg` needs loss, loss_agg, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
     distillation config has them too)."""
+    if cfg.loss_agg == "seq_mean":
+        batch.mask = sequence_weighted(batch.mask)
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
             batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)
         if ref_model is not None:
             batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch)
-    total = max(1, batch.n_tokens)
+    total = max(1e-9, batch.mask.sum().item())
     stats: dict[str, float] = {}
     for i in range(0, len(batch), cfg.micro_batch):
         mb = batch.rows(slice(i, i + cfg.micro_batch))
@@ -270,7 +278,7 @@ def policy_backward(
         if ref_model is not None and cfg.kl_coef > 0:
             kl = kl_penalty(logp, mb.logp_ref, mb.mask)
             loss, st = loss + cfg.kl_coef * kl, {**st, "kl": kl.item()}
-        w = mb.n_tokens / total
+        w = mb.mask.sum().item() / total  # the micro-batch's share of the batch's weight
         (loss * w).backward()
         for k, v in {"loss": loss.item(), **st}.items():
             stats[k] = stats.get(k, 0.0) + w * v

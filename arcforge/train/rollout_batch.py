@@ -55,7 +55,8 @@ class TokenBatch:
 
     input_ids:  (B, T) tokens 0..L-2 of each trajectory, then padding
     targets:    (B, T) tokens 1..L-1 (the token each position predicts), then padding
-    mask:       (B, T) float, 1 where the target is a trained (model) token
+    mask:       (B, T) float, 1 where the target is a trained (model) token (a per-trajectory
+                weight once `sequence_weighted`)
     logp_infer: (B, T) the engine's logprob of each target (0 where untrained)
     advantages: (B,) per sequence or (B, T) per token; zeros until the loop sets them
     logp_old:   (B, T) the trainer's logprobs before the update (set by the loop, no grad)
@@ -88,7 +89,21 @@ class TokenBatch:
 
     @property
     def n_tokens(self) -> int:
-        return int(self.mask.sum().item())
+        """Trained tokens (the mask may hold weights, see `sequence_weighted`)."""
+        return int((self.mask > 0).sum().item())
+
+
+def sequence_weighted(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) loss weights under which every trajectory counts the same: each row's trained
+    tokens are scaled to sum to the batch's mean trained length, so the weights still sum to
+    the trained-token count and a token-mean loss over them is a mean over sequences of
+    per-sequence token means. Rows with no trained token stay zero."""
+    lens = mask.sum(dim=1, keepdim=True)  # (B, 1)
+    has = lens > 0
+    if not has.any():
+        return mask
+    mean_len = lens[has].mean()
+    return torch.where(has, mask * (mean_len / lens.clamp(min=1e-9)), mask)  # (B, T)
 
 
 def pad_trajectories(trajs: list[Trajectory], pad_id: int) -> TokenBatch:
