@@ -278,19 +278,14 @@ def _general_suite(
     return run
 
 
-def _env_suite(suite: str, kind: str | None = None) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
+def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
     """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
 
     def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
-        from dataclasses import replace
-
         from arcforge.envs.registry import env_factory
         from arcforge.rollout.agent import AgentConfig, run_episodes
 
-        src = "reasoning" if suite == "tir" else suite
-        tasks = ev.world.tasks(src, "test")[: cfg.n_for(suite)]
-        if kind:
-            tasks = [replace(t, kind=kind) for t in tasks]
+        tasks = ev.world.tasks(suite, "test")[: cfg.n_for(suite)]  # tir: reasoning problems
         budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
         acfg = AgentConfig(
             max_turns=cfg.max_turns,
@@ -326,7 +321,7 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "code": _env_suite("code"),
     "terminal": _env_suite("terminal"),
     "swe": _env_suite("swe"),
-    "tir": _env_suite("tir", kind="tir"),
+    "tir": _env_suite("tir"),
     "general": _general_suite("general", ("format", "required", "forbidden", "json")),
     "general_loose": _general_suite("general_loose", ("format",)),
     "copy": suite_copy,

@@ -7,7 +7,6 @@ stage its starting weights (the init checkpoint, the user's local HF model, or a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -136,11 +135,9 @@ def world_records(world, suite: str, split: str | None, ctx: RunContext | None =
         ]
     from arcforge.data.sources import record_from_task
 
-    if suite == "tir":  # the reasoning problems, solved with a python tool (the `tir` eval suite)
-        tasks = [replace(t, kind="tir") for t in world.tasks("reasoning", split or "train")]
-    else:
-        tasks = world.tasks(suite, split or "train")
-    return [record_from_task(t, f"world:{suite}#{t.id}") for t in tasks]
+    return [
+        record_from_task(t, f"world:{suite}#{t.id}") for t in world.tasks(suite, split or "train")
+    ]
 
 
 def prepare_world(ctx: RunContext):

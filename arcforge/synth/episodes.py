@@ -281,8 +281,7 @@ def world_tasks(world: Any, kind: str) -> list[Task]:
     """The world's TRAIN tasks for an expert kind (tir replays the reasoning problems)."""
     if kind not in KIND_SUITE:
         raise ValueError(f"no expert episodes for kind {kind!r}; known: {', '.join(KIND_SUITE)}")
-    pool = world.tasks(KIND_SUITE[kind], "train")
-    return [replace(t, kind=kind) for t in pool] if kind == "tir" else pool
+    return world.tasks(kind, "train")
 
 
 def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[str, int],

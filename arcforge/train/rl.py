@@ -29,7 +29,7 @@ import copy
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -260,8 +260,8 @@ def policy_backward(
 
     `cfg` needs loss, loss_agg, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
     distillation config has them too)."""
-    if cfg.loss_agg == "seq_mean":
-        batch.mask = sequence_weighted(batch.mask)
+    if cfg.loss_agg == "seq_mean":  # a reweighted copy: the caller's batch keeps its 0/1 mask
+        batch = replace(batch, mask=sequence_weighted(batch.mask))
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
             batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)

@@ -9,7 +9,7 @@ directory of JSON/JSONL files; `World.load` reads it back into an equal World (`
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from arcforge.types import Task, Tool
@@ -128,6 +128,9 @@ class World:
         return list(self.heldout_docs)
 
     def tasks(self, suite: str, split: str = "train") -> list[Task]:
+        """A suite's tasks; "tir" is the reasoning problems posed for a python tool (kind tir)."""
+        if suite == "tir":
+            return [replace(t, kind="tir") for t in self.tasks("reasoning", split)]
         if suite not in self.task_pools:
             raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
         if split not in ("train", "test"):
