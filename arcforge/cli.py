@@ -211,8 +211,10 @@ def eval_(
             "nor a run directory (no config.yaml)"
         )
     cfg = load_config(config)
+    from arcforge.device import set_run_device
     from arcforge.stages import build_world_from_cfg
 
+    set_run_device(cfg.device)
     res = evaluate_checkpoint(target, build_world_from_cfg(cfg), cfg.eval, names)
     typer.echo(
         json.dumps(
@@ -257,10 +259,13 @@ def serve(
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8000),
     precision: str = typer.Option("fp32", help="fp32, bf16 or int8 (simulated)."),
+    device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
 ) -> None:
     """Serve a checkpoint: OpenAI-compatible /v1/completions (token ids) and /v1/chat/completions."""
+    from arcforge.device import set_run_device
     from arcforge.rollout.serve import serve as _serve
 
+    set_run_device(device)
     if not (checkpoint / "config.json").exists():
         raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
     if precision not in ("fp32", "bf16", "int8"):

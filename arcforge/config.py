@@ -176,7 +176,7 @@ class RunCfg(Strict):
     name: str = "run"
     seed: int = 0
     run_dir: str | None = None
-    device: str = "cpu"
+    device: str = "cpu"  # cpu, cuda, cuda:N, mps or auto (arcforge.device)
     world: WorldCfg = WorldCfg()
     tokenizer: TokenizerCfg = TokenizerCfg()
     model: ModelCfg = ModelCfg()

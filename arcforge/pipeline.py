@@ -41,6 +41,11 @@ class RunContext:
     _world: object | None = field(default=None, repr=False)
     _tokenizer: object | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        from arcforge.device import set_run_device
+
+        set_run_device(self.cfg.device)  # every model this run opens goes there
+
     @property
     def world(self):  # -> arcforge.world.World
         if self._world is None:
@@ -117,10 +122,10 @@ def run_pipeline(
     from arcforge.report import write_report
 
     run_dir = Path(run_dir or default_run_dir(cfg))
+    ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(dump_config(cfg))
     register_run_dir(str(run_dir))  # `{run_dir}` in source paths
-    ctx = RunContext(cfg, run_dir)
     ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
     ctx.tokenizer  # noqa: B018
     for stage in cfg.stages:

@@ -8,7 +8,7 @@ stop tokens, both with a KV cache. HF generate is forced to emit exactly 48 toke
 is the median of the per-round ratios (paired, so that load from other processes on a shared
 machine hits both sides of a ratio alike). `--threads N` pins torch's thread count.
 
-    .venv/bin/python benchmarks/engine_throughput.py [--quick]
+    .venv/bin/python benchmarks/engine_throughput.py [--quick] [--device cuda]
 Last line: `result: ratio=<ours / HF>`.
 """
 
@@ -21,6 +21,7 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from arcforge.device import resolve_device
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 
 PAD = 0
@@ -58,10 +59,11 @@ def run_hf(model, prompts, new_tokens: int) -> int:
     mask = torch.zeros_like(ids)
     for b, p in enumerate(prompts):
         ids[b, P - len(p) :], mask[b, P - len(p) :] = torch.tensor(p), 1
+    dev = next(model.parameters()).device
     with torch.inference_mode():
         out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
+            input_ids=ids.to(dev),
+            attention_mask=mask.to(dev),
             do_sample=True,
             temperature=1.0,
             top_k=0,
@@ -77,6 +79,8 @@ def run_hf(model, prompts, new_tokens: int) -> int:
 def timed(fn) -> tuple[float, int]:
     t0 = time.perf_counter()
     n = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     return time.perf_counter() - t0, n
 
 
@@ -86,18 +90,20 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     rounds = 2 if args.quick else 5
 
-    model = build_model()
+    model = build_model().to(resolve_device(args.device))
     n_params = sum(p.numel() for p in model.parameters())
     engine = LocalEngine(model, pad_token_id=PAD, precision="fp32", max_batch=args.batch)
     prompts = make_prompts(args.batch)
     print(
         f"model: {n_params / 1e6:.2f}M params; batch {args.batch}, "
-        f"{args.new_tokens} new tokens, T=1, threads={torch.get_num_threads()}"
+        f"{args.new_tokens} new tokens, T=1, threads={torch.get_num_threads()}, "
+        f"device={next(model.parameters()).device}"
     )
 
     ours, hf, ratios = [], [], []

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from arcforge.device import model_device
+
 TEMPLATES = [
     "Write one sentence about {a}. Mention the word '{a}'. The word: '{b}",
     "{a} works for the guild. Where does {a} work? {b} works for the guild",
@@ -68,7 +70,8 @@ def score_copy(model: torch.nn.Module, tokenizer: Any, items: list[CopyItem]) ->
         ]
         if ids[: len(pre)] != pre:  # the name merged with the character before it
             pre = pre[:-1]
-        pred = model(input_ids=torch.tensor([ids])).logits[0].argmax(-1)
+        x = torch.tensor([ids], device=model_device(model))
+        pred = model(input_ids=x).logits[0].argmax(-1).cpu()
         start = len(pre)
         out.append(
             CopyResult(

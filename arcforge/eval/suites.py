@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
+from arcforge.device import model_device
 from arcforge.eval.copying import suite_copy
 from arcforge.eval.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.rewards.math import exact_match, math_reward
@@ -133,7 +134,7 @@ def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
             ids = ev.tokenizer(d.text, add_special_tokens=False)["input_ids"][: seq_len + 1]
             if len(ids) < 8:
                 continue
-            x = torch.tensor([ids])  # (1, T+1)
+            x = torch.tensor([ids], device=model_device(ev.model))  # (1, T+1)
             logits = ev.model(input_ids=x[:, :-1]).logits.float()  # (1, T, V)
             scores.append(F.cross_entropy(logits[0], x[0, 1:]).item())
     return SuiteOutput(scores)
@@ -204,7 +205,7 @@ def suite_long_context_nll(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
                 "input_ids"
             ]
             ids = (ctx + ans)[-limit:]
-            x = torch.tensor([ids])  # (1, T)
+            x = torch.tensor([ids], device=model_device(ev.model))  # (1, T)
             logits = ev.model(input_ids=x[:, :-1]).logits.float()[0]  # (T-1, V)
             k = len(ans)
             nll = F.cross_entropy(logits[-k:], x[0, -k:]).item()  # the answer's k tokens

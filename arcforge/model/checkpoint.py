@@ -24,6 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
+from arcforge.device import run_device
 from arcforge.model.tokenizer import save_tokenizer
 
 META_FILE = "arcforge.json"
@@ -40,12 +41,17 @@ def init_model(config: PretrainedConfig, seed: int) -> LlamaForCausalLM:
     return model
 
 
-def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """Load any local HF causal LM directory (ours or a real checkpoint); no network."""
+def load_model(
+    path: str | Path, dtype: torch.dtype = torch.float32, device: torch.device | None = None
+) -> PreTrainedModel:
+    """Load any local HF causal LM directory (ours or a real checkpoint); no network.
+
+    The model is placed on `device`, by default the run's device (`arcforge.device`)."""
     p = Path(path)
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"not a model directory (no config.json): {p}")
-    return AutoModelForCausalLM.from_pretrained(str(p), dtype=dtype, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(p), dtype=dtype, local_files_only=True)
+    return model.to(device or run_device())
 
 
 def save_checkpoint(

@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from arcforge.chat import render_ids
+from arcforge.device import model_device
 from arcforge.errors import UserError
 from arcforge.types import Message
 
@@ -53,7 +54,7 @@ class RewardModel(nn.Module):
     def __init__(self, lm: nn.Module, tokenizer: Any, max_len: int = 512) -> None:
         super().__init__()
         self.lm, self.tokenizer, self.max_len = lm, tokenizer, max_len
-        self.head = nn.Linear(lm.config.hidden_size, 1)
+        self.head = nn.Linear(lm.config.hidden_size, 1, device=model_device(lm))
         nn.init.normal_(self.head.weight, std=1.0 / math.sqrt(lm.config.hidden_size))
         nn.init.zeros_(self.head.bias)
         self.center, self.scale = 0.0, 1.0
@@ -75,7 +76,8 @@ class RewardModel(nn.Module):
         mask = torch.zeros(len(seqs), T, dtype=torch.long)
         for i, s in enumerate(seqs):
             ids[i, : len(s)], mask[i, : len(s)] = torch.tensor(s), 1
-        return ids, mask
+        dev = model_device(self.lm)
+        return ids.to(dev), mask.to(dev)
 
     @torch.no_grad()
     def score(self, prompts: list[str], replies: list[str], batch_size: int = 32) -> list[float]:

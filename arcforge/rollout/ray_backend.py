@@ -20,6 +20,7 @@ worker actor, one lease at a time per actor.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -137,7 +138,9 @@ class RayWorkers:
             init_ray()
         self.orch, self.n, self._ray = orch, n, ray
         cls = ray.remote(num_cpus=num_cpus, max_concurrency=2, max_restarts=-1)(RolloutActor)
-        self._model_ref = ray.put(model)  # kept alive: restarts rebuild actors from it
+        # a CPU copy, kept alive: restarts rebuild actors from it (the actors are CPU workers,
+        # also when the trainer's model is on a GPU)
+        self._model_ref = ray.put(copy.deepcopy(model).to("cpu"))
         self.actors = [
             cls.remote(self._model_ref, tokenizer, cfg, pad_token_id, precision, num_cpus)
             for _ in range(n)

@@ -167,13 +167,14 @@ def serve(
     model_name: str | None = None,
 ) -> None:
     """Load a Hugging Face checkpoint directory and serve it with uvicorn (blocks)."""
-    import torch
     import uvicorn
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from arcforge.model.checkpoint import load_model
 
     if not Path(checkpoint_dir).is_dir():
         raise FileNotFoundError(f"checkpoint directory not found: {checkpoint_dir}")
-    model = AutoModelForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32)
+    model = load_model(checkpoint_dir)  # on the run device (`arcforge serve --device`)
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
     except (OSError, ValueError):

@@ -15,6 +15,7 @@ from arcforge.config import RunCfg
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import repo_sequence, synthetic_long_doc
 from arcforge.data.sources import Record, register_world_resolver
+from arcforge.device import run_device
 from arcforge.errors import ConfigError, UserError
 from arcforge.model.checkpoint import (
     init_model,
@@ -207,7 +208,7 @@ def model_for_stage(ctx: RunContext, stage) -> torch.nn.Module:
         **(copy_config_fields() if m.prime_induction else {}),
         **m.overrides,
     )
-    model = init_model(conf, seed=m.seed)
+    model = init_model(conf, seed=m.seed)  # on the CPU: the same weights on every device
     if m.prime_induction:
         init_for_copying(model, seed=m.seed)
-    return model
+    return model.to(run_device())

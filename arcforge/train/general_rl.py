@@ -35,6 +35,7 @@ from arcforge.chat import parse_assistant
 from arcforge.chat.encoding import encode_spans
 from arcforge.chat.template import assistant_spans
 from arcforge.config import SourceCfg, Strict
+from arcforge.device import model_device
 from arcforge.rewards.hybrid import HybridCfg, HybridReward
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
@@ -146,7 +147,7 @@ class AnchorEngine:
 
     @torch.no_grad()
     def _logprobs(self, prompt: list[int], reply: list[int]) -> list[float]:
-        ids = torch.tensor([prompt + reply])  # (1, P + R)
+        ids = torch.tensor([prompt + reply], device=model_device(self.policy))  # (1, P + R)
         logits = self.policy(input_ids=ids[:, :-1]).logits  # (1, P + R - 1, V)
         lp = token_logprobs(logits, ids[:, 1:])[0]  # (P + R - 1,)
         return lp[len(prompt) - 1 :].tolist()  # (R,) the reply tokens

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from arcforge.config import OptimCfg
+from arcforge.device import model_device
 from arcforge.train.loop import LoopResult, Phase, train_loop
 
 HELDOUT_SEQ_LEN = 128  # held-out losses use one length so stages are comparable
@@ -22,6 +23,7 @@ HELDOUT_SEQ_LEN = 128  # held-out losses use one length so stages are comparable
 
 def lm_loss(model: torch.nn.Module, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Mean next-token cross-entropy over a packed (B, T+1) batch."""
+    batch = batch.to(model_device(model))  # held-out blocks live on the CPU
     x, y = batch[:, :-1], batch[:, 1:]  # (B, T), (B, T)
     logits = model(input_ids=x).logits  # (B, T, V)
     loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))

@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg
+from arcforge.device import model_device, to_device
 from arcforge.progress import progress
 
 Batch = Any
@@ -98,6 +99,7 @@ def save_state(
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
             "numpy_rng": np.random.get_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
         },
         tmp / "trainer.pt",
     )
@@ -114,9 +116,14 @@ def load_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
     weights = load_file(str(state_dir / "model.safetensors"))
     model.load_state_dict(weights, strict=False)
-    blob = torch.load(state_dir / "trainer.pt", weights_only=False)
+    # on the CPU first: a state written on a GPU resumes on the CPU and the other way round
+    # (load_state_dict moves the moments to the parameters' device)
+    blob = torch.load(state_dir / "trainer.pt", weights_only=False, map_location="cpu")
     opt.load_state_dict(blob["optimizer"])
     torch.set_rng_state(blob["torch_rng"])
+    cuda_rng = blob.get("cuda_rng")
+    if cuda_rng and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_rng)
     random.setstate(blob["python_rng"])
     np.random.set_state(blob["numpy_rng"])
     return json.loads((state_dir / "trainer.json").read_text())
@@ -216,6 +223,7 @@ def train_loop(
     if phases[phase_idx].on_enter:
         phases[phase_idx].on_enter(model)
     model.train()
+    device = model_device(model)  # batches are built on the CPU and moved there per step
     t0, tokens, loss_ema, history = time.time(), 0, float("nan"), []
     if heldout_fn and start == 0:
         log.write(step=0, heldout_loss=heldout_fn(model))
@@ -229,9 +237,9 @@ def train_loop(
                     phases[pi].on_enter(model)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, total, optim)
-            device = next(model.parameters()).device.type
-            with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-                loss, n_tok = loss_fn(model, phases[pi].batch_fn(local))
+            batch = to_device(phases[pi].batch_fn(local), device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss, n_tok = loss_fn(model, batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)

@@ -40,6 +40,7 @@ from arcforge.chat import parse_assistant, render_ids
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import OptimCfg, SourceCfg, StageCfg
 from arcforge.data.sources import Record
+from arcforge.device import model_device, to_device
 from arcforge.progress import progress
 from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
@@ -268,9 +269,10 @@ def policy_backward(
         if ref_model is not None:
             batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch)
     total = max(1e-9, batch.mask.sum().item())
+    dev = model_device(model)  # the batch stays on the CPU; each micro-batch goes to the model
     stats: dict[str, float] = {}
     for i in range(0, len(batch), cfg.micro_batch):
-        mb = batch.rows(slice(i, i + cfg.micro_batch))
+        mb = to_device(batch.rows(slice(i, i + cfg.micro_batch)), dev)
         if mb.n_tokens == 0:
             continue
         logp = sequence_logprobs(model, mb)  # (b, t) with grad

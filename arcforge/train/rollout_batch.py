@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from arcforge.device import model_device
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import Completion
 from arcforge.types import Segment, Trajectory
@@ -138,8 +139,10 @@ def sequence_logprobs(
         micro_batch: rows per forward (0: all at once).
     """
     step = micro_batch or len(batch)
+    dev = model_device(model)
     out = []
     for i in range(0, len(batch), step):
-        logits = model(input_ids=batch.input_ids[i : i + step]).logits  # (b, T, V)
-        out.append(token_logprobs(logits, batch.targets[i : i + step]))  # (b, T)
-    return torch.cat(out)  # (B, T)
+        x = batch.input_ids[i : i + step].to(dev)
+        logits = model(input_ids=x).logits  # (b, T, V)
+        out.append(token_logprobs(logits, batch.targets[i : i + step].to(dev)))  # (b, T)
+    return torch.cat(out).to(batch.input_ids.device)  # (B, T) where the batch lives
