@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from arcforge.errors import ConfigError
+from arcforge.errors import ConfigError, UserError
 from arcforge.rollout.envservice import EnvService
 from arcforge.types import Task, Trajectory
 
@@ -139,6 +139,10 @@ class _Job:
     errors: list[str] = field(default_factory=list)
 
 
+class PoolFailing(UserError):
+    """Every recent job of one pool failed for good: its environment is broken here."""
+
+
 def episode_error(trajs: list[Trajectory]) -> str | None:
     """The environment error of the first trajectory that finished with "error", if any."""
     for t in trajs:
@@ -159,17 +163,24 @@ class Orchestrator:
         sync_every: trainer steps (batches) per weight version.
         max_retries: retries of a failed job before it is recorded as failed.
         seed: the task streams' seed.
+        max_pool_failures: jobs of one pool that may fail for good in a row (no group of that
+            pool delivered in between) before `next_batch` gives up with `PoolFailing`: an
+            environment that fails every episode (a tool missing on this machine, a broken
+            service) would otherwise starve the mixture until `batch_timeout`.
     """
 
     def __init__(self, pools: dict[str, list[Task]], mixture: Mixture, groups_per_batch: int,
                  group_size: int = 1, tau: int = 0, sync_every: int = 1, max_retries: int = 2,
-                 seed: int = 0) -> None:  # fmt: skip
+                 seed: int = 0, max_pool_failures: int = 8) -> None:  # fmt: skip
         self.quotas = mixture.quotas(groups_per_batch)
         missing = sorted(k for k in self.quotas if not pools.get(k))
         if missing:
             raise ConfigError(f"the mixture names pool(s) {missing} with no tasks")
-        if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0:
-            raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0")
+        if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0 or max_pool_failures < 1:
+            raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
+                              "max_pool_failures >= 1")  # fmt: skip
+        self.max_pool_failures = max_pool_failures
+        self._streak = {k: 0 for k in self.quotas}  # failed-for-good jobs in a row per pool
         self.pools, self.B, self.G = pools, groups_per_batch, group_size
         self.tau, self.K, self.max_retries, self.seed = tau, sync_every, max_retries, seed
         self.services: list[EnvService] = []
@@ -242,6 +253,7 @@ class Orchestrator:
             start = min(started) if started else lease.start_version
             self._buffer.append(Group(job.id, job.pool, job.task.id, list(trajectories), start,
                                       job.attempt + 1))  # fmt: skip
+            self._streak[job.pool] = 0
             self.counts["completed"] += 1
             self._cv.notify_all()
             return True
@@ -255,6 +267,7 @@ class Orchestrator:
             job.failed_on.append(lease.service.name)
             job.errors.append(reason)
             if job.attempt >= self.max_retries:
+                self._streak[job.pool] = self._streak.get(job.pool, 0) + 1
                 self.counts["failed"] += 1
                 self.failed.append({"job_id": job.id, "task_id": job.task.id, "pool": job.pool,
                                     "errors": list(job.errors)})  # fmt: skip
@@ -363,6 +376,7 @@ class Orchestrator:
         with self._cv:
             while True:
                 dropped += self._drop_stale()
+                self._check_streaks()
                 have = {k: self._oldest_first(k) for k in self.quotas}
                 if all(len(have[k]) >= q for k, q in self.quotas.items()):
                     groups = [g for k, q in self.quotas.items() for g in have[k][:q]]
@@ -382,6 +396,18 @@ class Orchestrator:
                         f"{len(self.failed)} failed, services {[s.name for s in self.services]}"
                     )
                 self._cv.wait(left)
+
+    def _check_streaks(self) -> None:
+        broken = [k for k, n in self._streak.items() if n >= self.max_pool_failures]
+        if not broken:
+            return
+        pool = broken[0]
+        last = next((f for f in reversed(self.failed) if f["pool"] == pool), {})
+        errors = last.get("errors") or ["?"]
+        raise PoolFailing(
+            f"environment pool {pool!r}: {self._streak[pool]} jobs in a row failed on every "
+            f"attempt ({self.max_retries + 1} each), none delivered; last error: {errors[-1]}"
+        )
 
     def close(self) -> None:
         """Wake every waiter; acquire returns None and next_batch raises from now on."""

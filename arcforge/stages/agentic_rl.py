@@ -75,7 +75,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     pools, weights = task_pools(stage)
     orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
                         stage.group_size, stage.tau, stage.sync_every, stage.max_retries,
-                        stage.seed)  # fmt: skip
+                        stage.seed, stage.max_pool_failures)  # fmt: skip
     pad = tok.pad_token_id or 0
     if stage.backend == "ray":
         from arcforge.rollout.ray_backend import RayWorkers, init_ray

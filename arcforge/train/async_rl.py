@@ -78,6 +78,7 @@ class AgenticRLStageCfg(StageCfg):
     env_concurrency: int = Field(16, gt=0)  # episodes per in-process / Ray env service
     mixture_tolerance: float = Field(0.05, ge=0, le=1)
     max_retries: int = Field(2, ge=0)
+    max_pool_failures: int = Field(8, ge=1)  # a pool failing this many jobs in a row stops the run
     weight_sync_timeout: float = Field(120.0, gt=0)
     batch_timeout: float = Field(1800.0, gt=0)
     max_turns: int = Field(6, gt=0)

@@ -20,7 +20,7 @@ from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.engine import LocalEngine
 from arcforge.rollout.envservice import local_service
-from arcforge.rollout.orchestrator import Group, Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Group, Mixture, Orchestrator, PoolFailing
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.types import Message, Reward, Segment, Task, Trajectory
 from arcforge.world import WorldConfig, build_world
@@ -229,6 +229,28 @@ def test_environment_crash_is_retried_on_another_service(tok, engine):
     assert orch.counts["retries"] >= 1 and not orch.failed
     assert all(t.finish_reason != "error" for t in batch.trajectories)
     assert all(len(g.trajectories) == 2 for g in batch.groups)
+
+
+def test_a_pool_whose_environment_always_fails_stops_the_wait_with_its_error(tok, engine):
+    """One kind's environment crashes on every episode (a tool missing on this machine): the
+    trainer's wait ends after `max_pool_failures` lost jobs, naming the pool and the error,
+    instead of starving the mixture until the batch timeout."""
+    orch = Orchestrator({"math": tasks("math", 20), "swe": tasks("swe", 20)},
+                        Mixture({"math": 1, "swe": 1}), 2, max_retries=1,
+                        max_pool_failures=3)  # fmt: skip
+    orch.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0)))
+    orch.register(local_service("s", ["swe"], lambda t: SleepEnv("swe", 0, crash=True)))
+    workers = LocalWorkers(orch, engine, tok, CFG, n=2)
+    workers.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(PoolFailing, match=r"pool 'swe': 3 jobs in a row.*sandbox died"):
+            orch.next_batch(timeout=120)
+    finally:
+        workers.stop()
+    assert time.monotonic() - t0 < 60
+    assert {f["pool"] for f in orch.failed} == {"swe"} and len(orch.failed) >= 3
+    assert all(len(f["errors"]) == 2 for f in orch.failed)  # max_retries 1: two attempts each
 
 
 def test_mixture_ratios_hold_under_tenfold_latency_skew(tok, model, engine):
