@@ -129,6 +129,15 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
     return tb, stats
 
 
+def has_signal(tb: TokenBatch) -> bool:
+    """Whether any trained trajectory has a nonzero advantage. A batch whose every group got
+    one reward has a zero policy gradient, yet AdamW would still move the weights along its
+    momentum; such a step is skipped (the version still advances, so admission keeps pace)."""
+    rows = tb.mask.sum(dim=1) > 0  # (B,) trajectories with a trained token
+    adv = tb.advantages if tb.advantages.dim() == 1 else tb.advantages.abs().amax(dim=1)
+    return bool(((adv != 0) & rows).any())
+
+
 def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -178,11 +187,14 @@ def train_async_rl(
                 for g in opt.param_groups:
                     g["lr"] = lr_at(step, cfg.steps, cfg.optim)
                 opt.zero_grad(set_to_none=True)
-                stats = policy_backward(model, tb, cfg) if tb.n_tokens > 0 else {}
-                stats["grad_norm"] = float(
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
-                )
-                opt.step()
+                stats: dict[str, float] = {"updated": float(has_signal(tb)), "loss": 0.0,
+                                           "grad_norm": 0.0}  # fmt: skip
+                if stats["updated"]:
+                    stats.update(policy_backward(model, tb, cfg))
+                    stats["grad_norm"] = float(
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+                    )
+                    opt.step()
                 t_train = time.monotonic() - t1
                 done, t_sync = step + 1, 0.0
                 if done % cfg.sync_every == 0:

@@ -53,6 +53,11 @@ class ParityEnv:
         pass
 
 
+class ZeroEnv(ParityEnv):
+    def verify(self) -> Reward:
+        return Reward(0.0)
+
+
 @pytest.fixture(scope="module")
 def tok():
     world = build_world(WorldConfig(seed=7, scale=0.1))
@@ -81,11 +86,11 @@ def cfg(**kw) -> AgenticRLStageCfg:
     return AgenticRLStageCfg.model_validate({**base, **kw})
 
 
-def setup(tok, model, c: AgenticRLStageCfg, engine=None):
+def setup(tok, model, c: AgenticRLStageCfg, engine=None, env=ParityEnv):
     pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
     orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
                         c.group_size, c.tau, c.sync_every)  # fmt: skip
-    orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
+    orch.register(local_service("parity", ["search"], lambda t: env(), 16))
     engine = engine or LocalEngine(model, pad_token_id=tok.pad_token_id)
     return orch, LocalWorkers(orch, engine, tok, c.agent(), c.workers)
 
@@ -127,6 +132,20 @@ def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
     assert all(0 <= r["idle_frac"] <= 1 for r in rows) and rows[-1]["trained_tokens"] > 0
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert "lm_head.weight" in changed and len(changed) > 5
+
+
+def test_a_batch_without_reward_signal_leaves_the_weights_alone(tok, tmp_path):
+    """Every episode scores 0: the policy gradient is zero, and no optimizer step may move the
+    weights anyway (an AdamW step on zero gradients still applies its momentum and, here, its
+    weight decay); versions still advance so the rollout admission keeps pace."""
+    model = make_model(tok)
+    c = cfg(steps=3, optim={"lr": 3e-3, "warmup_steps": 0, "weight_decay": 0.1})
+    orch, workers = setup(tok, model, c, env=ZeroEnv)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    assert [r["version"] for r in rows] == [1, 2, 3] and workers.gateway.version == 3
+    assert all(r["updated"] == 0.0 and r["reward_mean"] == 0.0 for r in rows)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
 def test_sync_mode_is_tau0_k1_on_policy(tok, tmp_path):
