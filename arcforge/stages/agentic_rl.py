@@ -25,6 +25,7 @@ from arcforge.pipeline import RunContext, register_stage
 from arcforge.rollout.envservice import EnvServiceError, http_service, local_service
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.stages.common import model_for_stage
+from arcforge.stages.rl import in_band
 from arcforge.train.async_rl import AgenticRLStageCfg, train_async_rl
 from arcforge.types import Task
 
@@ -36,9 +37,11 @@ def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[st
     pools: dict[str, list[Task]] = {}
     weights: Counter[str] = Counter()
     for s in stage.sources:
-        tasks = [r.task for r in load_records(s.source) if r.task is not None]
+        records = [r for r in load_records(s.source) if r.task is not None]
+        tasks = [r.task for r in records if in_band(r, stage.difficulty)]
         if not tasks:
-            raise UserError(f"stage {stage.name!r}: source {s.source!r} holds no tasks")
+            band = f" in the difficulty band {list(stage.difficulty)}" if records else ""
+            raise UserError(f"stage {stage.name!r}: source {s.source!r} holds no tasks{band}")
         kinds = Counter(t.kind for t in tasks)
         bad = sorted(k for k in kinds if k not in FACTORIES)
         if bad:

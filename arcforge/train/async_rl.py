@@ -84,6 +84,9 @@ class AgenticRLStageCfg(StageCfg):
     max_turns: int = Field(6, gt=0)
     max_new_tokens: int = Field(96, gt=0)
     context_budget: int = Field(1024, gt=16)
+    # keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are kept): a band the
+    # policy partly solves gives groups with mixed rewards, the only ones with a gradient
+    difficulty: tuple[float, float] | None = None
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     loss: Literal["double_sided_is"] = "double_sided_is"

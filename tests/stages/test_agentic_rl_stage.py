@@ -48,3 +48,30 @@ def test_bad_stage_configs_name_the_problem(run_dir):
     cfg = load_config(CONFIG, ["stages.agentic.name=odd", "stages.odd.groups_per_step=3"])
     with pytest.raises(ConfigError, match="a batch of 3 groups cannot hold the mixture"):
         run_pipeline(cfg, run_dir, evaluate=False, report=False)
+
+
+def test_difficulty_band_cuts_the_task_pools(tmp_path):
+    """`difficulty: [lo, hi]` keeps the tasks inside the band and those without a difficulty;
+    a band that leaves a source empty is an error naming the source and the band."""
+    from arcforge.stages.agentic_rl import task_pools
+    from arcforge.train.async_rl import AgenticRLStageCfg
+
+    rows = [{"id": f"m{i}", "kind": "math", "instruction": f"{i} + 1?", "difficulty": d,
+             "validation": {"answer": str(i + 1)}}
+            for i, d in enumerate([0.0, 0.25, 0.5, 1.0])]  # fmt: skip
+    rows.append({"id": "free", "kind": "math", "instruction": "2 + 2?",
+                 "validation": {"answer": "4"}})  # fmt: skip
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def cfg(band):
+        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "difficulty": band,
+                                                 "sources": [{"source": f"jsonl:{path}"}]})  # fmt: skip
+
+    pools, weights = task_pools(cfg([0.0, 0.25]))
+    assert sorted(t.id for t in pools["math"]) == ["free", "m0", "m1"] and weights == {"math": 1.0}
+    assert len(task_pools(cfg(None))[0]["math"]) == 5
+    rows = [r for r in rows if "difficulty" in r]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UserError, match=r"holds no tasks in the difficulty band \[0.6, 0.9\]"):
+        task_pools(cfg([0.6, 0.9]))
