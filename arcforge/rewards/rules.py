@@ -16,6 +16,12 @@ clear, explainable checks. They come in two kinds:
 
 `rule_reward` = 0 when a gate fails, else the constraint fraction (1.0 for a task without
 constraints). Pure functions of the text; no model.
+
+`tool_call_reward` is the rule for a prompt that offers tools (general RL's tool route): 1 when
+the reply makes at least one tool call, parses cleanly and every call fits the schema of an
+offered tool (the `tool_format` suite's check), else 0. Mixed into general RL, it keeps the
+chat format gate, which punishes tool calls in plain chat, from teaching the policy never to
+call a tool.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from arcforge.types import Reward, Task
+from arcforge.chat.validate import validate_call
+from arcforge.types import Reward, Task, Tool, ToolCall
 from arcforge.world.chat import check_constraints
 
 GATES = ("format", "required", "forbidden", "json")
@@ -116,3 +123,18 @@ def rule_reward(
     failed = [g for g, w in why.items() if w is not None]
     details = {"gates": why, "gate_failed": failed, "constraints": per, "fraction": frac}
     return Reward(0.0 if failed else frac, details)
+
+
+def tool_call_reward(
+    task: Task, calls: Sequence[ToolCall], parse_errors: Sequence[str], tools: dict[str, Tool]
+) -> Reward:
+    """1.0 when the reply calls tools the task offers, well formed and schema-valid; else 0."""
+    offered = {n: tools[n] for n in task.tools if n in tools}
+    if parse_errors:
+        why = f"malformed reply: {parse_errors[0]}"
+    elif not calls:
+        why = "no tool call where tools are offered"
+    else:
+        why = next((e for e in (validate_call(c, offered) for c in calls) if e), None)
+    return Reward(0.0 if why else 1.0, {"route": "tool_call", "rule": 0.0 if why else 1.0,
+                                        "why": why})  # fmt: skip

@@ -88,7 +88,8 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
     orm = stage_orm(stage, model, tok, out)
     hybrid = HybridReward(stage.reward, orm, stage_grm(stage))
     records = load_prompt_records(stage.sources, stage.seed, stage.name)
-    prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
+    tools = ctx.world.tools()  # prompts of tasks that name tools offer them (the tool route)
+    prompts = [prompt_from_record(r, tok, stage.thinking, tools) for r in records]
     pad = tok.pad_token_id or 0
     engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
                          max_batch=max(64, stage.prompts_per_step * stage.group_size))  # fmt: skip
@@ -101,7 +102,7 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
                    for a in anchors}  # fmt: skip
         engine = AnchorEngine(engine, model, replies)
     log = out / "reward.jsonl"
-    rows = train_rl(model, engine, prompts, hybrid_scorer(tok, hybrid, log), stage, out,
+    rows = train_rl(model, engine, prompts, hybrid_scorer(tok, hybrid, log, tools), stage, out,
                     pad_id=pad, stop_ids=stop_token_ids(tok), desc=f"general_rl {stage.name}")  # fmt: skip
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)

@@ -37,11 +37,12 @@ from arcforge.chat.template import assistant_spans
 from arcforge.config import SourceCfg, Strict
 from arcforge.device import model_device
 from arcforge.rewards.hybrid import HybridCfg, HybridReward
+from arcforge.rewards.rules import tool_call_reward
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
 from arcforge.train.reward_model import RewardModelCfg
 from arcforge.train.rl import RLPrompt, RLStageCfg, Scorer
-from arcforge.types import Message
+from arcforge.types import Message, Tool
 
 
 class OrmCfg(Strict):
@@ -84,22 +85,35 @@ class GeneralRLStageCfg(RLStageCfg):
     anchors: AnchorCfg = AnchorCfg()
 
 
-def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = None) -> Scorer:
-    """A `train_rl` Scorer: decode, parse, score with the hybrid reward, log the call's counts."""
+def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = None,
+                  tools: dict[str, Tool] | None = None) -> Scorer:  # fmt: skip
+    """A `train_rl` Scorer: decode, parse, score with the hybrid reward, log the call's counts.
+
+    With `tools`, a prompt whose task offers tools takes the tool route instead
+    (`tool_call_reward`: a well-formed, schema-valid call = 1); the rest take the hybrid."""
 
     def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list:
         before = Counter(hybrid.counts)
         parsed = [parse_assistant(tokenizer.decode(c.token_ids, skip_special_tokens=False))
                   for c in comps]  # fmt: skip
-        rewards = hybrid.score_batch(
-            [p.task for p in prompts],
-            [x.content for x in parsed],
-            [x.errors for x in parsed],
-            [len(x.tool_calls) for x in parsed],
+        tasks = [p.task for p in prompts]
+        routed = [i for i, t in enumerate(tasks) if tools is not None and t.tools]
+        rest = [i for i in range(len(tasks)) if i not in set(routed)]
+        rewards: list = [None] * len(tasks)
+        for i in routed:
+            p = parsed[i]
+            rewards[i] = tool_call_reward(tasks[i], p.tool_calls, p.errors, tools or {})
+        scored = hybrid.score_batch(
+            [tasks[i] for i in rest],
+            [parsed[i].content for i in rest],
+            [parsed[i].errors for i in rest],
+            [len(parsed[i].tool_calls) for i in rest],
         )
+        for i, r in zip(rest, scored):
+            rewards[i] = r
         if log_path is not None:
             delta = {k: hybrid.counts[k] - before.get(k, 0) for k in hybrid.counts}
-            row = {**delta, **_component_means(rewards)}
+            row = {**delta, **_component_means(rewards), "tool_route": len(routed)}
             with log_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
         return rewards

@@ -61,7 +61,7 @@ from arcforge.train.rollout_batch import (
     sequence_weighted,
     trajectory_from_completion,
 )
-from arcforge.types import Message, Reward, Task, Validation
+from arcforge.types import Message, Reward, Task, Tool, Validation
 
 
 class RLStageCfg(StageCfg):
@@ -109,13 +109,17 @@ class RLPrompt:
 Scorer = Callable[[list[RLPrompt], list[Completion]], list[Reward]]
 
 
-def prompt_from_record(record: Record, tokenizer, thinking: bool = True) -> RLPrompt:
-    """Render a prompt/answer record as a one-user-turn chat prompt with its scoring Task."""
+def prompt_from_record(
+    record: Record, tokenizer, thinking: bool = True, tools: dict[str, Tool] | None = None
+) -> RLPrompt:
+    """Render a prompt/answer record as a one-user-turn chat prompt with its scoring Task; with
+    `tools`, the tools the task names are offered in the prompt (as the tool_format suite does)."""
     task = record.task or Task(
         record.origin, "math", record.prompt or "", validation=Validation(answer=record.answer)
     )
     msgs = [Message(role="user", content=task.instruction, thinking=thinking)]
-    ids = render_ids(msgs, tokenizer, add_generation_prompt=True).input_ids
+    offered = [tools[n] for n in task.tools if n in tools] if tools else None
+    ids = render_ids(msgs, tokenizer, tools=offered or None, add_generation_prompt=True).input_ids
     return RLPrompt(list(ids), task)
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from arcforge.chat import parse_assistant, render_ids
+from arcforge.chat.tokens import END
 from arcforge.config import parse_config
 from arcforge.model.checkpoint import init_model, load_model
 from arcforge.model.presets import build_config
@@ -128,3 +129,43 @@ def test_general_rl_stage_changes_weights_with_finite_loss(tmp_path):
     assert logged and all("reward_mean" in r for r in logged)
     assert summary["anchors_injected"] > 0 and summary["anchor_prompts"] == len(anchor_tasks())
     assert judged > 0 and 0.0 <= summary["gated_frac"] <= 1.0
+
+
+def test_tool_route_scores_tool_prompts_by_their_calls_and_chat_by_the_rules(world, tok):
+    """A general-RL prompt whose task names tools offers them and is scored by the call's
+    validity (1 for a schema-valid call, 0 for plain text or a bad argument); a chat prompt
+    in the same batch keeps the hybrid rule reward, where a tool call fails the format gate."""
+    from arcforge.data.sources import Record
+    from arcforge.rewards.hybrid import HybridCfg, HybridReward
+    from arcforge.rollout.engine import Completion
+    from arcforge.train.general_rl import hybrid_scorer
+    from arcforge.train.rl import prompt_from_record
+
+    tools = world.tools()
+    tool_task = world.tasks("tool", "train")[0]
+    chat_task = world.tasks("chat", "train")[0]
+    tp = prompt_from_record(
+        Record(prompt=tool_task.instruction, task=tool_task, origin="t"), tok, tools=tools
+    )
+    cp = prompt_from_record(
+        Record(prompt=chat_task.instruction, task=chat_task, origin="c"), tok, tools=tools
+    )
+    assert '"lookup"' in tok.decode(tp.ids) and '"lookup"' not in tok.decode(cp.ids)
+    assert (
+        tp.ids
+        != prompt_from_record(
+            Record(prompt=tool_task.instruction, task=tool_task, origin="t"), tok
+        ).ids
+    )
+
+    call = '<tool_call>{"name": "lookup", "arguments": {"entity": "A", "relation": "born_in"}}</tool_call>'
+    bad = '<tool_call>{"name": "lookup", "arguments": {"entity": "A", "colour": "red"}}</tool_call>'
+    replies = [(tp, call), (tp, bad), (tp, "It is 59."), (cp, call), (cp, "A plain reply.")]
+    comps = [Completion(tok(r + END, add_special_tokens=False)["input_ids"], [], "stop")
+             for _, r in replies]  # fmt: skip
+    hybrid = HybridReward(HybridCfg(gates=["format"], w_orm=0.0, w_grm=0.0))
+    got = hybrid_scorer(tok, hybrid, tools=tools)([p for p, _ in replies], comps)
+    assert [r.score for r in got[:3]] == [1.0, 0.0, 0.0]
+    assert got[0].details["route"] == "tool_call" and "colour" in got[1].details["why"]
+    assert got[3].score == 0.0 and got[3].details["gated"] == ["format"]  # a call in chat
+    assert got[4].details["route"] != "tool_call" and "gated" not in got[4].details
