@@ -98,7 +98,7 @@ def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = 
                   for c in comps]  # fmt: skip
         tasks = [p.task for p in prompts]
         routed = [i for i, t in enumerate(tasks) if tools is not None and t.tools]
-        rest = [i for i in range(len(tasks)) if i not in set(routed)]
+        rest = sorted(set(range(len(tasks))) - set(routed))
         rewards: list = [None] * len(tasks)
         for i in routed:
             p = parsed[i]
