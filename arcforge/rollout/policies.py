@@ -213,16 +213,10 @@ def _code_script(task: Task) -> list[Message]:
     return [_call("run_python", {"code": check}, note), final]
 
 
-# what the terminal expert looks at first, per world scenario family
-_LOOK = {"count_matching": "ls -R data", "sum_column": "cat sales.csv", "rename_ext": "ls docs",
-         "largest_file": "wc -c store/*/*", "extract_lines": "cat notes.txt",
-         "replace_word": "cat conf/*.cfg", "sort_by_prefix": "ls inbox"}  # fmt: skip
-
-
 def _terminal_script(task: Task) -> list[Message]:
-    """Look at the relevant files with bash, then answer with the oracle in a ```bash block
-    (TerminalEnv runs the final message's bash blocks)."""
-    look = _LOOK.get(task.metadata.get("family", ""), "ls -la")
+    """Look at the relevant files with bash (the scenario's `look` command), then answer with
+    the oracle in a ```bash block (TerminalEnv runs the final message's bash blocks)."""
+    look = task.metadata.get("look") or "ls -la"
     first = _call("bash", {"command": look}, f"First I look at the files: `{look}`.")
     script = task.metadata["solution"].strip()
     final = Message("assistant", f"```bash\n{script}\n```",

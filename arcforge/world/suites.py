@@ -22,7 +22,7 @@ from arcforge.world.names import NameBank
 from arcforge.world.pages import Page
 from arcforge.world.questions import Question, calc_question, path_question
 from arcforge.world.repos import Repo
-from arcforge.world.terminal import FAMILIES, make_scenario
+from arcforge.world.terminal import COPY_FAMILIES, FAMILIES, make_scenario
 
 SUITES = ("reasoning", "tool", "chat", "long_context", "code", "terminal", "swe", "search")
 Split = tuple[list[Task], list[Task]]
@@ -159,15 +159,40 @@ def code_tasks(rng: random.Random, n_train: int, n_test: int) -> Split:
 
 
 def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int) -> Split:
-    counter = iter(range(10**9))
+    """Per family, a quarter of its distinct instructions (at least one, at most its share of
+    `n_test`) is held out; train tasks use the rest. Train tasks may repeat an instruction
+    with other files (the command is the same, the expected output is not); no instruction is
+    in both splits. Both splits interleave the families, so any prefix covers them all."""
+    per_train = [
+        n_train // len(FAMILIES) + (i < n_train % len(FAMILIES)) for i in range(len(FAMILIES))
+    ]
+    per_test = [
+        n_test // len(FAMILIES) + (i < n_test % len(FAMILIES)) for i in range(len(FAMILIES))
+    ]
+    by_family: list[tuple[list[Task], list[Task]]] = []
+    for fam, k_train, k_test in zip(FAMILIES, per_train, per_test):
+        drawn = [
+            _terminal_task(make_scenario(rng, names, fam)) for _ in range(2 * (k_train + k_test))
+        ]
+        keys = list(dict.fromkeys(t.instruction for t in drawn))  # distinct, in draw order
+        held = set(keys[: min(k_test, max(1, len(keys) // 4))])
+        test = list({t.instruction: t for t in reversed(drawn) if t.instruction in held}.values())
+        train = [t for t in drawn if t.instruction not in held][:k_train]
+        by_family.append((train, test[:k_test]))
+    splits = []
+    for side in (0, 1):
+        parts = [fam[side] for fam in by_family]
+        splits.append(
+            [p[i] for i in range(max(map(len, parts), default=0)) for p in parts if i < len(p)]
+        )
+    return _finish("terminal", splits[0], "train"), _finish("terminal", splits[1], "test")
 
-    def make() -> Task:
-        s = make_scenario(rng, names, FAMILIES[next(counter) % len(FAMILIES)])
-        return Task("", "terminal", s.instruction, context={"init_script": s.init_script},
-                    validation=Validation(verify_script=s.verify_script), difficulty=0.5,
-                    metadata={"solution": s.solution, "family": s.family})  # fmt: skip
 
-    return _cut("terminal", _distinct(make, n_train + n_test), n_train)
+def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
+    return Task("", "terminal", s.instruction, context={"init_script": s.init_script},
+                validation=Validation(verify_script=s.verify_script),
+                difficulty=0.75 if s.family in COPY_FAMILIES else 0.5,
+                metadata={"solution": s.solution, "family": s.family, "look": s.look})  # fmt: skip
 
 
 def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,

@@ -1,21 +1,31 @@
 """File-system scenarios for terminal tasks: an init script, an instruction, a hidden verify
-script (exit 0 = pass) and an oracle solution, all plain bash.
+script (exit 0 = pass), an oracle solution and the command an expert first looks with, all
+plain bash.
 
-Seven families (count matching files, sum a CSV column, rename extensions, find the largest
-file, extract matching lines, replace a word, sort files into folders). Expected values are
-computed here at generation time and baked into the verify script, so the verifier never trusts
-anything the agent can write except the requested output.
+Seven families (count matching files, sum a CSV column, rename extensions, find the largest or
+smallest file, extract matching lines, replace a word, sort files into folders). Expected
+values are computed here at generation time and baked into the verify script, so the verifier
+never trusts anything the agent can write except the requested output.
+
+Each family's instruction is built from slots. In five families every slot comes from a
+small closed set (directory, extension, keyword, column, output file), so a held-out task is
+a new combination of parts that training showed, with new file contents. In the other two
+(extract_lines, replace_word) the word to act on is a fresh made-up token that has to be
+copied from the instruction into the command. Before, every instruction but those two
+families' was constant, so a split by distinct instruction left them alone in the test suite.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from arcforge.world.names import NameBank
 
 FAMILIES = ("count_matching", "sum_column", "rename_ext", "largest_file", "extract_lines",
             "replace_word", "sort_by_prefix")  # fmt: skip
+COPY_FAMILIES = ("extract_lines", "replace_word")  # a fresh token is copied into the command
 LOG_WORDS = ["INFO", "WARN", "DEBUG"]
 
 
@@ -26,6 +36,7 @@ class Scenario:
     init_script: str
     verify_script: str
     solution: str
+    look: str = "ls -la"  # what an expert runs first to see the files
 
 
 def _put(path: str, lines: list[str]) -> str:
@@ -33,65 +44,90 @@ def _put(path: str, lines: list[str]) -> str:
     return f"printf '%s\\n' {body} > {path}"
 
 
+def _file_is(out: str, value: object) -> str:
+    return f'[ -f {out} ] && [ "$(tr -d "[:space:]" < {out})" = "{value}" ]'
+
+
 def _count_matching(rng: random.Random, nb: NameBank) -> Scenario:
-    n, key = rng.randint(4, 9), rng.choice(["ERROR", "FATAL", "TIMEOUT"])
-    init, hits = ["mkdir -p data/old"], 0
-    for i in range(n):
+    d = rng.choice(["data", "logs", "var/log", "runs"])
+    ext = rng.choice(["log", "out"])
+    other = "out" if ext == "log" else "log"
+    key = rng.choice(["ERROR", "FATAL", "TIMEOUT", "PANIC"])
+    out = rng.choice(["out.txt", "count.txt", "result.txt", "answer.txt"])
+    init, hits = [f"mkdir -p {d}/old"], 0
+    for i in range(rng.randint(4, 9)):
         lines = [f"{rng.choice(LOG_WORDS)} {nb.token()} step {j}" for j in range(rng.randint(2, 5))]
         if rng.random() < 0.5:
             lines.insert(rng.randrange(len(lines)), f"{key} {nb.token()} failed")
             hits += 1
-        sub = "data/old" if i % 3 == 2 else "data"
-        init.append(_put(f"{sub}/{nb.token()}.log", lines))
-    init.append(_put("data/notes.txt", [f"{key} in a text file does not count"]))
-    ins = (f"Count the .log files under data/ (including subdirectories) that contain the word "
-           f"{key}, and write the number to out.txt.")  # fmt: skip
-    sol = f"grep -rl --include='*.log' {key} data | wc -l > out.txt"
-    ver = f'[ -f out.txt ] && [ "$(tr -d "[:space:]" < out.txt)" = "{hits}" ]'
-    return Scenario("count_matching", ins, "\n".join(init), ver, sol)
+        sub = f"{d}/old" if i % 3 == 2 else d
+        init.append(_put(f"{sub}/{nb.token()}.{ext}", lines))
+    init.append(_put(f"{d}/notes.txt", [f"{key} in a text file does not count"]))
+    init.append(_put(f"{d}/{nb.token()}.{other}", [f"{key} in a .{other} file does not count"]))
+    ins = (f"Count the .{ext} files under {d}/ (including subdirectories) that contain the word "
+           f"{key}, and write the number to {out}.")  # fmt: skip
+    sol = f"grep -rl --include='*.{ext}' {key} {d} | wc -l > {out}"
+    return Scenario("count_matching", ins, "\n".join(init), _file_is(out, hits), sol, f"ls -R {d}")
 
 
 def _sum_column(rng: random.Random, nb: NameBank) -> Scenario:
-    rows = [(nb.token(), rng.randint(1, 99), rng.randint(1, 500)) for _ in range(rng.randint(4, 9))]
-    col = rng.choice([2, 3])
-    total = sum(r[col - 1] for r in rows)
-    init = _put("sales.csv", ["item,qty,price"] + [f"{a},{b},{c}" for a, b, c in rows])
-    name = "qty" if col == 2 else "price"
-    ins = f"sales.csv has a header line. Write the sum of its {name} column to total.txt."
-    sol = f"awk -F, 'NR>1 {{s+=${col}}} END {{print s}}' sales.csv > total.txt"
-    ver = f'[ -f total.txt ] && [ "$(tr -d "[:space:]" < total.txt)" = "{total}" ]'
-    return Scenario("sum_column", ins, init, ver, sol)
+    f = rng.choice(["sales.csv", "orders.csv", "stock.csv", "costs.csv"])
+    cols = rng.sample(["qty", "price", "weight", "units"], rng.randint(2, 3))
+    col = rng.choice(cols)
+    out = rng.choice(["total.txt", "sum.txt", "out.txt"])
+    rows = [
+        [nb.token()] + [str(rng.randint(1, 400)) for _ in cols] for _ in range(rng.randint(4, 9))
+    ]
+    total = sum(int(r[cols.index(col) + 1]) for r in rows)
+    init = _put(f, [",".join(["item", *cols])] + [",".join(r) for r in rows])
+    ins = f"{f} has a header line. Write the sum of its {col} column to {out}."
+    sol = (f"awk -F, -v c={col} 'NR==1 {{for (i = 1; i <= NF; i++) if ($i == c) k = i; next}} "
+           f"{{s += $k}} END {{print s}}' {f} > {out}")  # fmt: skip
+    return Scenario("sum_column", ins, init, _file_is(out, total), sol, f"head -n 3 {f}")
+
+
+_EXT_PAIRS = [("txt", "md"), ("log", "bak"), ("md", "txt"), ("csv", "tsv"), ("htm", "html")]
 
 
 def _rename_ext(rng: random.Random, nb: NameBank) -> Scenario:
+    d = rng.choice(["docs", "notes", "pages", "drafts"])
+    a, b = rng.choice(_EXT_PAIRS)
     names = [nb.token() for _ in range(rng.randint(3, 6))]
-    init = ["mkdir -p docs"] + [_put(f"docs/{n}.txt", [f"note {n}"]) for n in names]
-    init.append(_put("docs/keep.csv", ["a,b"]))
-    ins = "Rename every .txt file in docs/ to the same name with the extension .md."
-    sol = 'for f in docs/*.txt; do mv "$f" "${f%.txt}.md"; done'
-    checks = [f'[ -f docs/{n}.md ] && grep -q "note {n}" docs/{n}.md' for n in names]
-    ver = " && ".join(['[ -z "$(ls docs/*.txt 2>/dev/null)" ]', "[ -f docs/keep.csv ]", *checks])
-    return Scenario("rename_ext", ins, "\n".join(init), ver, sol)
+    init = [f"mkdir -p {d}"] + [_put(f"{d}/{n}.{a}", [f"note {n}"]) for n in names]
+    init.append(_put(f"{d}/keep.dat", ["a,b"]))
+    ins = f"Rename every .{a} file in {d}/ to the same name with the extension .{b}."
+    sol = f'for f in {d}/*.{a}; do mv "$f" "${{f%.{a}}}.{b}"; done'
+    checks = [f'[ -f {d}/{n}.{b} ] && grep -q "note {n}" {d}/{n}.{b}' for n in names]
+    ver = " && ".join([f'[ -z "$(ls {d}/*.{a} 2>/dev/null)" ]', f"[ -f {d}/keep.dat ]", *checks])
+    return Scenario("rename_ext", ins, "\n".join(init), ver, sol, f"ls {d}")
 
 
 def _largest_file(rng: random.Random, nb: NameBank) -> Scenario:
-    sizes = rng.sample(range(10, 400), rng.randint(3, 7))
-    names = [f"{nb.token()}.bin" for _ in sizes]
-    init = ["mkdir -p store/a store/b"]
+    d = rng.choice(["store", "cache", "blobs", "media"])
+    which = rng.choice(["largest", "smallest"])
+    ext = rng.choice(["bin", "dat", "img"])
+    other = {"bin": "dat", "dat": "img", "img": "bin"}[ext]
+    out = rng.choice(["answer.txt", "out.txt", "name.txt"])
+    sizes = rng.sample(range(20, 400), rng.randint(3, 7))
+    names = [f"{nb.token()}.{ext}" for _ in sizes]
+    init = [f"mkdir -p {d}/a {d}/b"]
     for i, (n, s) in enumerate(zip(names, sizes)):
-        init.append(f"head -c {s} /dev/zero > store/{'ab'[i % 2]}/{n}")
-    best = names[sizes.index(max(sizes))]
-    ins = (
-        "Find the largest file under store/ and write its file name (no directory) to largest.txt."
-    )
-    sol = (
-        "find store -type f -printf '%s %f\\n' | sort -n | tail -n 1 | cut -d' ' -f2 > largest.txt"
-    )
-    ver = f'[ -f largest.txt ] && [ "$(tr -d "[:space:]" < largest.txt)" = "{best}" ]'
-    return Scenario("largest_file", ins, "\n".join(init), ver, sol)
+        init.append(f"head -c {s} /dev/zero > {d}/{'ab'[i % 2]}/{n}")
+    decoy = max(sizes) + 50 if which == "largest" else min(sizes) - 10  # another extension
+    init.append(f"head -c {decoy} /dev/zero > {d}/a/{nb.token()}.{other}")
+    pick = max if which == "largest" else min
+    best = names[sizes.index(pick(sizes))]
+    ins = (f"Find the {which} .{ext} file under {d}/ and write its file name (no directory) to "
+           f"{out}.")  # fmt: skip
+    end = "tail" if which == "largest" else "head"
+    sol = (f"find {d} -type f -name '*.{ext}' -printf '%s %f\\n' | sort -n | {end} -n 1 | "
+           f"cut -d' ' -f2 > {out}")  # fmt: skip
+    return Scenario("largest_file", ins, "\n".join(init), _file_is(out, best), sol, f"ls -lR {d}")
 
 
 def _extract_lines(rng: random.Random, nb: NameBank) -> Scenario:
+    f = rng.choice(["notes.txt", "log.txt", "items.txt"])
+    out = rng.choice(["result.txt", "lines.txt", "out.txt"])
     key = nb.token()
     pool = [nb.token() for _ in range(4)]
     lines = []
@@ -100,41 +136,46 @@ def _extract_lines(rng: random.Random, nb: NameBank) -> Scenario:
         lines.append(f"{key} {w}" if rng.random() < 0.5 else f"other {w}")
     lines.append(f"{key} {pool[0]}")
     want = sorted({ln for ln in lines if key in ln.split()})
-    ins = (f"Write the distinct lines of notes.txt that contain the word {key}, sorted "
-           f"alphabetically, to result.txt.")  # fmt: skip
-    sol = f"grep -w {key} notes.txt | sort -u > result.txt"
+    ins = (f"Write the distinct lines of {f} that contain the word {key}, sorted "
+           f"alphabetically, to {out}.")  # fmt: skip
+    sol = f"grep -w {key} {f} | sort -u > {out}"
     expected = "\\n".join(want)
-    ver = f'[ -f result.txt ] && [ "$(cat result.txt)" = "$(printf "{expected}")" ]'
-    return Scenario("extract_lines", ins, _put("notes.txt", lines), ver, sol)
+    ver = f'[ -f {out} ] && [ "$(cat {out})" = "$(printf "{expected}")" ]'
+    return Scenario("extract_lines", ins, _put(f, lines), ver, sol, f"cat {f}")
 
 
 def _replace_word(rng: random.Random, nb: NameBank) -> Scenario:
+    d = rng.choice(["conf", "settings", "config"])
+    ext = rng.choice(["cfg", "ini"])
     old, new = nb.token(), nb.token()
-    files = [f"conf/{nb.token()}.cfg" for _ in range(rng.randint(2, 4))]
-    init = ["mkdir -p conf"] + [_put(f, [f"host = {old}", f"name = {nb.token()}"]) for f in files]
-    ins = f"In every .cfg file under conf/, replace the word {old} with {new}."
-    sol = f"sed -i 's/{old}/{new}/g' conf/*.cfg"
+    files = [f"{d}/{nb.token()}.{ext}" for _ in range(rng.randint(2, 4))]
+    init = [f"mkdir -p {d}"] + [_put(f, [f"host = {old}", f"name = {nb.token()}"]) for f in files]
+    ins = f"In every .{ext} file under {d}/, replace the word {old} with {new}."
+    sol = f"sed -i 's/{old}/{new}/g' {d}/*.{ext}"
     checks = [f'grep -q "host = {new}" {f}' for f in files]
-    ver = " && ".join([f"! grep -rq {old} conf", *checks])
-    return Scenario("replace_word", ins, "\n".join(init), ver, sol)
+    ver = " && ".join([f"! grep -rq {old} {d}", *checks])
+    return Scenario("replace_word", ins, "\n".join(init), ver, sol, f"cat {d}/*.{ext}")
 
 
 def _sort_by_prefix(rng: random.Random, nb: NameBank) -> Scenario:
-    prefixes = rng.sample(["img", "doc", "aud", "vid"], 2)
+    src = rng.choice(["inbox", "incoming", "downloads"])
+    dest = rng.choice(["sorted", "by_type", "archive"])
+    prefixes = rng.sample(["img", "doc", "aud", "vid", "log", "tmp"], 2)
     files = [(p, f"{p}_{nb.token()}.dat") for p in prefixes for _ in range(rng.randint(1, 3))]
-    init = ["mkdir -p inbox"] + [f"echo {f} > inbox/{f}" for _, f in files]
-    ins = (f"Move each file in inbox/ whose name starts with {prefixes[0]}_ or {prefixes[1]}_ "
-           f"into a directory sorted/<prefix>/ (for example sorted/{prefixes[0]}/).")  # fmt: skip
-    sol = "; ".join(f"mkdir -p sorted/{p} && mv inbox/{p}_* sorted/{p}/" for p in prefixes)
-    checks = [f"[ -f sorted/{p}/{f} ]" for p, f in files]
-    ver = " && ".join([*checks, '[ -z "$(ls inbox)" ]'])
-    return Scenario("sort_by_prefix", ins, "\n".join(init), ver, sol)
+    init = [f"mkdir -p {src}"] + [f"echo {f} > {src}/{f}" for _, f in files]
+    ins = (f"Move each file in {src}/ whose name starts with {prefixes[0]}_ or {prefixes[1]}_ "
+           f"into a directory {dest}/<prefix>/ (for example {dest}/{prefixes[0]}/).")  # fmt: skip
+    sol = "; ".join(f"mkdir -p {dest}/{p} && mv {src}/{p}_* {dest}/{p}/" for p in prefixes)
+    checks = [f"[ -f {dest}/{p}/{f} ]" for p, f in files]
+    ver = " && ".join([*checks, f'[ -z "$(ls {src})" ]'])
+    return Scenario("sort_by_prefix", ins, "\n".join(init), ver, sol, f"ls {src}")
 
 
-_MAKERS = {"count_matching": _count_matching, "sum_column": _sum_column,
-           "rename_ext": _rename_ext, "largest_file": _largest_file,
-           "extract_lines": _extract_lines, "replace_word": _replace_word,
-           "sort_by_prefix": _sort_by_prefix}  # fmt: skip
+_MAKERS: dict[str, Callable[[random.Random, NameBank], Scenario]] = {
+    "count_matching": _count_matching, "sum_column": _sum_column, "rename_ext": _rename_ext,
+    "largest_file": _largest_file, "extract_lines": _extract_lines,
+    "replace_word": _replace_word, "sort_by_prefix": _sort_by_prefix,
+}  # fmt: skip
 
 
 def make_scenario(rng: random.Random, names: NameBank, family: str | None = None) -> Scenario:

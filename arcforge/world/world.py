@@ -31,8 +31,8 @@ class TaskCounts:
     tool: tuple[int, int] = (400, 100)
     chat: tuple[int, int] = (300, 100)
     long_context: tuple[int, int] = (60, 30)
-    code: tuple[int, int] = (60, 20)
-    terminal: tuple[int, int] = (70, 35)
+    code: tuple[int, int] = (240, 40)
+    terminal: tuple[int, int] = (420, 105)  # 60 / 15 per family
     swe: tuple[int, int] = (40, 20)
     search: tuple[int, int] = (300, 100)
 

@@ -25,3 +25,20 @@ def test_oracle_passes_and_empty_fails(world, tmp_path):
             if with_solution:
                 assert _run(t.metadata["solution"], d) == 0
             assert (_run(t.validation.verify_script, d) == 0) is with_solution, fam
+
+
+def test_every_family_is_held_out_by_instruction(world):
+    from arcforge.world.terminal import COPY_FAMILIES
+
+    train, test = world.tasks("terminal", "train"), world.tasks("terminal", "test")
+    # scale 0.1: 42 train and 10 test tasks; every family is in both splits
+    assert {t.metadata["family"] for t in test} == set(FAMILIES)
+    assert {t.metadata["family"] for t in train} == set(FAMILIES)
+    assert not {t.instruction for t in train} & {t.instruction for t in test}
+    # the first len(FAMILIES) test tasks are one of each family (interleaved)
+    assert len({t.metadata["family"] for t in test[: len(FAMILIES)]}) == len(FAMILIES)
+    for t in test:
+        # the solution depends on the instruction only: the expert's look command and
+        # solution name the slots the instruction names
+        assert t.metadata["look"].split()[-1].rstrip("/").split("/")[0] in t.instruction
+        assert t.difficulty == (0.75 if t.metadata["family"] in COPY_FAMILIES else 0.5)
