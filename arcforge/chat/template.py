@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from arcforge.chat.tokens import (
     ASSISTANT,
@@ -98,9 +99,40 @@ def call_json(call: ToolCall) -> str:
     return json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
 
 
+_KEY_ORDER = {k: i for i, k in enumerate(
+    ("type", "function", "name", "description", "parameters", "properties", "items", "enum",
+     "default", "required"))}  # fmt: skip
+
+
+def canonical_schema(obj: Any) -> Any:
+    """A JSON schema with every object's keys in one fixed order: known keys first (type,
+    name, description, parameters, properties, ..., required), others sorted; a `properties`
+    object lists the required parameters first, in `required`'s order, then the rest sorted.
+
+    Why: the same tool reaches the template from different places (an environment's Tool, a
+    schema read back from JSONL, an OpenAI request), and a JSON round trip with sorted keys
+    used to put `properties` before `type`; a prompt that differs between SFT data and the
+    agent loop is a train/inference mismatch for a small model.
+    """
+    if isinstance(obj, list):
+        return [canonical_schema(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for k in sorted(obj, key=lambda k: (_KEY_ORDER.get(k, len(_KEY_ORDER)), k)):
+        v = obj[k]
+        if k == "properties" and isinstance(v, dict):
+            req = [r for r in obj.get("required") or () if isinstance(r, str) and r in v]
+            names = req + sorted(n for n in v if n not in req)
+            out[k] = {n: canonical_schema(v[n]) for n in names}
+        else:
+            out[k] = canonical_schema(v)
+    return out
+
+
 def tool_line(tool: Tool) -> str:
-    """One tool's schema as one JSON line."""
-    return json.dumps(tool.schema(), ensure_ascii=False)
+    """One tool's schema as one JSON line, keys in canonical order (`canonical_schema`)."""
+    return json.dumps(canonical_schema(tool.schema()), ensure_ascii=False)
 
 
 def turn_thinking(user: Message | None, thinking: ThinkingConfig) -> bool:

@@ -54,6 +54,7 @@ KIND_MODES = {"tool": MODES, "tir": MODES, "search": SINGLE, "code": SINGLE,
 PAIR_KINDS = {"tool", "tir"}  # search/code/terminal/swe episodes are too long to pair
 PAIRED = ("preserved", "dropped", "turn_level")
 Slot = tuple[str, bool]  # (task id, thinking on)
+EPISODE_FORMAT = 2  # cache format: 2 keeps argument order (1 sorted every key)
 
 
 @dataclass
@@ -295,7 +296,7 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
     cache_dir.mkdir(parents=True, exist_ok=True)
     demos, stats = [], {}
     for kind in kinds or list(counts):
-        key = {"n": int(counts.get(kind, 0)), "seed": seed,
+        key = {"format": EPISODE_FORMAT, "n": int(counts.get(kind, 0)), "seed": seed,
                "modes": list(KIND_MODES.get(kind, ())), "max_turns": cfg.max_turns,
                "max_new_tokens": cfg.max_new_tokens, "context_budget": cfg.context_budget}  # fmt: skip
         meta_path, data_path = cache_dir / f"{kind}.json", cache_dir / f"{kind}.jsonl"
@@ -307,7 +308,9 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
         made, st = expert_episodes(world_tasks(world, kind), tokenizer, env_factory(world),
                                    {kind: key["n"]}, cfg, seed, workers=workers)  # fmt: skip
         tmp = data_path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(d.to_dict(), sort_keys=True) + "\n" for d in made))
+        # keys in their own order: a tool call's arguments stay in the order the expert wrote
+        # them (edit_file: path, old, new), which is the order SFT teaches the model to write
+        tmp.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in made))
         tmp.replace(data_path)
         meta_path.write_text(json.dumps({"key": key, "stats": st.get(kind, {})}, indent=1))
         demos += made

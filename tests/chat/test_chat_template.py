@@ -186,3 +186,26 @@ def test_turn_prefixes_train_each_turn_once_in_dropped_mode():
         "<think>\nneed add\n</think>\n<think>\ngot 5\n</think>\n",
         "<think>\npolite\n</think>\n",
     ]
+
+
+def test_a_tool_schema_renders_the_same_after_a_sorted_json_round_trip():
+    import json
+
+    from arcforge.chat.template import tool_line
+
+    params = {"type": "object",
+              "properties": {"path": {"type": "string", "description": "file"},
+                             "old": {"type": "string"}, "new": {"type": "string"},
+                             "count": {"type": "integer"}},
+              "required": ["path", "old", "new"]}  # fmt: skip
+    tool = Tool("edit_file", "Replace text.", params)
+    back = json.loads(json.dumps(tool.schema()["function"], sort_keys=True))
+    again = Tool(back["name"], back["description"], back["parameters"])
+    assert tool_line(again) == tool_line(tool)
+    # one order: type, name, description, parameters; required parameters first, in order
+    assert tool_line(tool) == (
+        '{"type": "function", "function": {"name": "edit_file", "description": "Replace text.", '
+        '"parameters": {"type": "object", "properties": {"path": {"type": "string", '
+        '"description": "file"}, "old": {"type": "string"}, "new": {"type": "string"}, '
+        '"count": {"type": "integer"}}, "required": ["path", "old", "new"]}}}'
+    )

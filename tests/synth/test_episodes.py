@@ -222,3 +222,35 @@ def test_a_once_compacted_episode_becomes_the_two_views_its_replies_saw(world, t
         for m in traj.messages
         if m.role == "assistant"
     ]
+
+
+def test_a_cached_episode_trains_on_the_prompt_the_agent_loop_renders(world, tok, tmp_path):
+    """The cache's JSON round trip once sorted the tool schemas' keys, so SFT saw another
+    system prompt than the agent loop; the template now renders schemas in one order."""
+    from arcforge.chat.encoding import render_ids
+
+    counts = {"terminal": 2, "swe": 1, "tool": 1}
+    world_episodes(world, tok, tmp_path, counts, CFG)
+    demos, stats = world_episodes(world, tok, tmp_path, counts, CFG)  # read back from the cache
+    assert all(s["cached"] for s in stats.values())
+    by_id = {t.id: t for kind in counts for t in world_tasks(world, kind)}
+    checked = 0
+    for d in demos:
+        if d.mode != "interleaved":
+            continue
+        (ex, *_), _ = encode_conversations([Conversation(d.messages, d.tools)], tok, 4096)
+        task = by_id[d.task_ids[0]]
+        env = make_env(task, world)
+        try:
+            msgs = env.reset(task)
+            live = render_ids(msgs, tok, tools=env.tools, thinking=ThinkingConfig(),
+                              add_generation_prompt=True).input_ids  # fmt: skip
+        finally:
+            getattr(env, "close", lambda: None)()
+        assert ex.input_ids[: ex.loss_mask.index(1)] == list(live), d.kind
+        checked += 1
+    assert checked >= 3
+    # the expert's argument order survives the cache (edit_file: path, old, new)
+    swe = next(d for d in demos if d.kind == "swe")
+    edit = next(c for m in swe.messages for c in m.tool_calls or [] if c.name == "edit_file")
+    assert list(edit.arguments) == ["path", "old", "new"]
