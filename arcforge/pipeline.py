@@ -124,10 +124,10 @@ def run_pipeline(
     run_dir = Path(run_dir or default_run_dir(cfg))
     ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg))
     register_run_dir(str(run_dir))  # `{run_dir}` in source paths
     ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
     ctx.tokenizer  # noqa: B018
+    (run_dir / "config.yaml").write_text(dump_config(cfg))  # once the saved world agrees
     for stage in cfg.stages:
         summary = run_stage(ctx, stage)
         print(

@@ -30,20 +30,51 @@ from arcforge.pipeline import RunContext
 # ---- world and tokenizer -------------------------------------------------------------------
 
 
-def build_world_from_cfg(cfg: RunCfg):
-    from arcforge.world import WorldConfig, build_world
+def world_config_from_cfg(cfg: RunCfg):  # -> arcforge.world.WorldConfig
+    """The WorldConfig a run config asks for (`world.seed`, `world.scale`, `world.options`)."""
+    from arcforge.world import WorldConfig
 
     known = set(WorldConfig.__dataclass_fields__)
     bad = sorted(set(cfg.world.options) - known)
     if bad:
         raise ConfigError(f"world.options: unknown key(s) {bad}; known: {sorted(known)}")
     try:
-        wcfg = WorldConfig.from_dict(
+        return WorldConfig.from_dict(
             {**cfg.world.options, "seed": cfg.world.seed, "scale": cfg.world.scale}
         )
     except (TypeError, ValueError) as err:
         raise ConfigError(f"world.options: {err}") from None
-    return build_world(wcfg)
+
+
+def build_world_from_cfg(cfg: RunCfg):
+    from arcforge.world import build_world
+
+    return build_world(world_config_from_cfg(cfg))
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def check_saved_world(saved, wanted, wdir: Path) -> None:
+    """A run's saved world must be the one its config asks for: a config edited after the
+    world was generated (more expert episodes, other task counts) would otherwise be ignored
+    without a word, since the world is read back from disk."""
+    have, want = _flat(saved.to_dict()), _flat(wanted.to_dict())
+    diff = [f"{k}: {have.get(k)!r} -> {want.get(k)!r}" for k in sorted(set(have) | set(want))
+            if have.get(k) != want.get(k)]  # fmt: skip
+    if diff:
+        raise UserError(
+            f"the world in {wdir} was generated with other settings than this config asks for "
+            f"({'; '.join(diff[:6])}{' ...' if len(diff) > 6 else ''}); use a new --run-dir, "
+            f"or delete {wdir} and the stages after it to regenerate"
+        )
 
 
 def episode_records(world, ctx: RunContext | None, suite: str, split: str | None) -> list[Record]:
@@ -147,6 +178,7 @@ def prepare_world(ctx: RunContext):
     wdir = ctx.run_dir / "world"
     if (wdir / "DONE").exists():
         world = World.load(wdir)
+        check_saved_world(world.config, world_config_from_cfg(ctx.cfg), wdir)
     else:
         print("[world] generating the embedded world ...")
         world = build_world_from_cfg(ctx.cfg)

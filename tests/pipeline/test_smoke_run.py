@@ -144,3 +144,12 @@ def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):
     rows = (run_dir / "pretrain" / "metrics.jsonl").read_text().splitlines()
     steps = [json.loads(x)["step"] for x in rows if "loss" in json.loads(x)]
     assert steps == sorted(set(steps))
+
+
+def test_a_config_that_no_longer_matches_the_saved_world_is_refused(smoke_run):
+    before = (smoke_run / "config.yaml").read_text()
+    r = cli("run", "configs/smoke.yaml", "--run-dir", str(smoke_run),
+            "world.options.episodes.tool=7")  # fmt: skip
+    assert r.returncode == 2
+    assert "episodes.tool" in r.stderr and "Traceback" not in r.stderr
+    assert (smoke_run / "config.yaml").read_text() == before  # the run dir is left alone
