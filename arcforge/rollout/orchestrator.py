@@ -329,7 +329,8 @@ class Orchestrator:
                 return self._start(job, svc)
         order = sorted(self.quotas, key=lambda k: self._live(k) / self.quotas[k])
         for pool in order:
-            if not self._room(pool):
+            # a broken pool takes no new jobs: next_batch is about to raise PoolFailing
+            if not self._room(pool) or self._streak[pool] >= self.max_pool_failures:
                 continue
             task = self._peek(pool)
             svc = self._service(task.kind, [])
