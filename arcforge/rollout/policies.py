@@ -35,6 +35,7 @@ from arcforge.chat.template import EMPTY_THINK, assistant_spans
 from arcforge.chat.tokens import ASSISTANT, END, USER
 from arcforge.rollout.engine import Completion, SamplingParams
 from arcforge.types import Message, Task, ToolCall
+from arcforge.world.mathgen import tir_program
 
 
 def _finish(ids: list[int], params: SamplingParams) -> Completion:
@@ -187,12 +188,9 @@ def _tir_script(task: Task) -> list[Message]:
     steps = task.metadata.get("steps")
     if not steps:
         raise ValueError(f"task {task.id} (tir) has no metadata['steps'] for the expert")
-    start = steps[0].split(" ")[0]
-    lines = [f"x = {start}"] + [f"x = x {s.split(' ')[1]} {s.split(' ')[2]}" for s in steps]
-    ops = ", then ".join(" ".join(s.split(" ")[1:3]) for s in steps)
-    note = f"Start from {start}, then {ops}. Python will do the arithmetic."
+    plan, code = tir_program(steps)
     answer = str(task.validation.answer)
-    call = _call("python", {"code": "\n".join(lines + ["print(x)"]) + "\n"}, note)
+    call = _call("python", {"code": code}, f"{plan}. Python will do the arithmetic.")
     final = Message("assistant", f"Answer: {answer}", reasoning=f"Python printed {answer}.")
     return [call, final]
 

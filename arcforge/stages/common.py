@@ -145,6 +145,17 @@ def world_records(world, suite: str, split: str | None, ctx: RunContext | None =
             Record(text=synthetic_long_doc([it]), origin=f"world:long_context#{i}")
             for i, it in enumerate(items)
         ]
+    if suite == "agent_docs" or suite.startswith("agent_docs/"):  # how-tos from TRAIN tasks
+        from arcforge.world.agent_docs import KINDS, agent_docs
+
+        if split not in (None, "train"):
+            raise ConfigError(f"world:{suite}:{split}: agent docs come from train tasks only")
+        kinds = tuple(suite.split("/", 1)[1].split(",")) if "/" in suite else KINDS
+        try:
+            docs = agent_docs(world, kinds)
+        except ValueError as err:
+            raise ConfigError(f"world:{suite}: {err}") from None
+        return [Record(text=text, origin=f"world:agent_docs#{i}") for i, text in docs]
     if suite == "preferences":  # chosen/rejected replies to chat tasks (reward-model training)
         from arcforge.data.sources import record_from_dict
         from arcforge.world.preferences import preference_pairs

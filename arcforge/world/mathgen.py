@@ -153,3 +153,16 @@ def make_problems(
             seen.add(p.question)
             out.append(p)
     return out
+
+
+def tir_program(steps: list[str]) -> tuple[str, str]:
+    """The plan and the Python program that compute worked steps ("a op b = c" each):
+    ("Start from a, then op b, ...", "x = a\\nx = x op b\\n...print(x)\\n"). The TIR expert's
+    script and the mid-training how-to documents both write it this way."""
+    if not steps:
+        raise ValueError("a TIR program needs at least one worked step")
+    parts = [s.split(" ") for s in steps]
+    start = parts[0][0]
+    lines = [f"x = {start}"] + [f"x = x {p[1]} {p[2]}" for p in parts]
+    plan = f"Start from {start}, then " + ", then ".join(f"{p[1]} {p[2]}" for p in parts)
+    return plan, "\n".join(lines + ["print(x)"]) + "\n"
