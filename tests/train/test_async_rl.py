@@ -22,6 +22,7 @@ from arcforge.envs.base import StepResult
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
+from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.engine import LocalEngine, ServerEngine
 from arcforge.rollout.envservice import local_service
 from arcforge.rollout.gateway import WeightSyncTimeout
@@ -157,6 +158,36 @@ def test_sync_mode_is_tau0_k1_on_policy(tok, tmp_path):
     assert all(r["dropped_stale"] == 0 for r in rows)  # nothing was generated ahead
     # one batch of jobs per version: after the push to v, at most the batch of v has started
     assert all(r["step"] * 2 <= r["dispatched"] <= (r["version"] + 1) * 2 for r in rows)
+
+
+class ShortEnv(ParityEnv):
+    """Reward 1 when the last of the two replies is at most one character: a preference the
+    policy can learn only from the reward (the nano model starts near 0.5)."""
+
+    def verify(self) -> Reward:
+        return Reward(float(len(self.last.strip()) <= 1))
+
+
+def success_rate(tok, model, pool) -> float:
+    eng = LocalEngine(model, pad_token_id=tok.pad_token_id)
+    acfg = AgentConfig(max_turns=4, max_new_tokens=12, context_budget=256, temperature=1.0,
+                       seed=123)  # fmt: skip
+    trajs = run_episodes(eng, tok, lambda t: ShortEnv(0.0), pool, acfg, group_size=8)
+    return sum(t.reward for t in trajs) / len(trajs)
+
+
+def test_the_async_loop_raises_reward_from_stale_and_partial_rollouts(tok, tmp_path):
+    """Off-policy by design (tau 2, partial rollouts across weight pushes), the double-sided IS
+    loss still climbs the reward: measured here 0.48 -> 0.85 in 12 steps."""
+    model = make_model(tok)
+    c = cfg(steps=12, groups_per_step=4, group_size=8, tau=2)
+    orch, workers = setup(tok, model, c, env=lambda: ShortEnv(0.02))
+    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
+    before = success_rate(tok, model, pool)
+    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    after = success_rate(tok, model, pool)  # fresh episodes, a fixed sampling seed
+    assert sum(r["partial"] for r in rows) > 0 and max(r["staleness_max"] for r in rows) >= 1
+    assert before < 0.7 and after > before + 0.2, (before, after)
 
 
 def test_resume_keeps_versions_and_staleness_accounting(tok, tmp_path):
