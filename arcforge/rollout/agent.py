@@ -171,6 +171,15 @@ def _start(task: Task, env: Environment, tok: Any, cfg: AgentConfig, version: in
     return ep
 
 
+def first_prompt_ids(task: Task, env: Environment, tokenizer: Any,
+                     cfg: AgentConfig = AgentConfig()) -> list[int]:  # fmt: skip
+    """The ids an episode's first reply is sampled after: `env.reset(task)`'s messages with the
+    environment's tools, rendered as `run_episodes` renders them (one-turn users of agent tasks,
+    such as distillation, prompt the model exactly as the agent loop does)."""
+    msgs = _force_thinking(env.reset(task), cfg)
+    return list(encode(render(msgs, list(env.tools), cfg.thinking, True), tokenizer).input_ids)
+
+
 def _fit(ep: _Episode, tok: Any, cfg: AgentConfig, version: int) -> None:
     """Make the next prompt + reply fit the budget (compacting), or finish with "context"."""
     if len(ep.ids) + cfg.max_new_tokens <= cfg.context_budget:

@@ -3,6 +3,11 @@
 A teacher's `checkpoint` is a stage name of this run (its `checkpoint/` dir) or a path to any
 checkpoint dir written with the same tokenizer. Each teacher's prompts come from its own sources
 (rendered like the RL stage's); the student starts from the stage's init checkpoint.
+
+A prompt of an agent task (tool, TIR, search, code, terminal, ...) is the first model input of
+that task's episode: its environment's opening messages and tools (`first_prompt_ids`), so a
+TIR teacher is asked with the python tool offered, as in the agent loop and the tir suite.
+Math and chat prompts are one user turn.
 """
 
 from __future__ import annotations
@@ -10,14 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from arcforge.config import STAGE_CONFIGS
+from arcforge.data.sources import Record
+from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import load_model, save_checkpoint
 from arcforge.pipeline import RunContext, register_stage
+from arcforge.rollout.agent import AgentConfig, first_prompt_ids
 from arcforge.rollout.engine import LocalEngine
 from arcforge.stages.common import model_for_stage
 from arcforge.stages.rl import load_prompt_records
 from arcforge.train.distill import DistillStageCfg, Teacher, train_distill
-from arcforge.train.rl import prompt_from_record, stop_token_ids
+from arcforge.train.rl import RLPrompt, prompt_from_record, stop_token_ids
 
 STAGE_CONFIGS["distill"] = DistillStageCfg
 
@@ -34,6 +42,28 @@ def teacher_dir(ctx: RunContext, ref: str) -> Path:
     return path
 
 
+def teacher_prompts(records: list[Record], tokenizer, thinking: bool, world) -> list[RLPrompt]:
+    """Prompts for a teacher's records: agent tasks as their episodes open, others one turn."""
+    tools, make = world.tools(), env_factory(world)
+    cfg = AgentConfig(turn_thinking=thinking)
+    out = []
+    for r in records:
+        task = r.task
+        if task is None or task.kind == "math" or task.kind not in FACTORIES:
+            out.append(prompt_from_record(r, tokenizer, thinking, tools))
+            continue
+        env = None
+        try:
+            env = make(task)
+            out.append(RLPrompt(first_prompt_ids(task, env, tokenizer, cfg), task))
+        except ValueError as err:  # a task its environment cannot open
+            raise UserError(f"{r.origin}: {err}") from None
+        finally:
+            if env is not None:
+                env.close()
+    return out
+
+
 @register_stage("distill")
 def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
@@ -45,7 +75,7 @@ def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dic
         teachers.append(
             Teacher(
                 load_model(teacher_dir(ctx, t.checkpoint)),
-                [prompt_from_record(r, tok, stage.thinking) for r in recs],
+                teacher_prompts(recs, tok, stage.thinking, ctx.world),
                 t.ratio,
                 name=t.checkpoint,
             )
