@@ -164,10 +164,16 @@ def _think_now(context: list[Message], cfg: AgentConfig) -> bool:
     return turn_thinking(context[i] if i >= 0 else None, cfg.thinking)
 
 
-def _start(task: Task, env: Environment, tok: Any, cfg: AgentConfig, version: int) -> _Episode:
+def _opening(task: Task, env: Environment, cfg: AgentConfig) -> tuple[list[Message], list[Span]]:
+    """Reset `env` for `task`: its opening messages and their rendered first prompt."""
     msgs = _force_thinking(env.reset(task), cfg)
+    return msgs, render(msgs, list(env.tools), cfg.thinking, True)
+
+
+def _start(task: Task, env: Environment, tok: Any, cfg: AgentConfig, version: int) -> _Episode:
+    msgs, spans = _opening(task, env, cfg)
     ep = _Episode(task, env, task.id, list(env.tools), msgs, list(msgs))
-    ep.segments = _segments(render(msgs, ep.tools, cfg.thinking, True), tok, version)
+    ep.segments = _segments(spans, tok, version)
     return ep
 
 
@@ -176,8 +182,7 @@ def first_prompt_ids(task: Task, env: Environment, tokenizer: Any,
     """The ids an episode's first reply is sampled after: `env.reset(task)`'s messages with the
     environment's tools, rendered as `run_episodes` renders them (one-turn users of agent tasks,
     such as distillation, prompt the model exactly as the agent loop does)."""
-    msgs = _force_thinking(env.reset(task), cfg)
-    return list(encode(render(msgs, list(env.tools), cfg.thinking, True), tokenizer).input_ids)
+    return list(encode(_opening(task, env, cfg)[1], tokenizer).input_ids)
 
 
 def _fit(ep: _Episode, tok: Any, cfg: AgentConfig, version: int) -> None:

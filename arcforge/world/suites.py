@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import asdict
+from itertools import zip_longest
 
 from arcforge.types import Task, Validation
 from arcforge.world.chat import make_chat_item
@@ -163,14 +164,12 @@ def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: in
     `n_test`) is held out; train tasks use the rest. Train tasks may repeat an instruction
     with other files (the command is the same, the expected output is not); no instruction is
     in both splits. Both splits interleave the families, so any prefix covers them all."""
-    per_train = [
-        n_train // len(FAMILIES) + (i < n_train % len(FAMILIES)) for i in range(len(FAMILIES))
-    ]
-    per_test = [
-        n_test // len(FAMILIES) + (i < n_test % len(FAMILIES)) for i in range(len(FAMILIES))
-    ]
+
+    def even(n: int) -> list[int]:  # n spread over the families, earlier ones take the rest
+        return [n // len(FAMILIES) + (i < n % len(FAMILIES)) for i in range(len(FAMILIES))]
+
     by_family: list[tuple[list[Task], list[Task]]] = []
-    for fam, k_train, k_test in zip(FAMILIES, per_train, per_test):
+    for fam, k_train, k_test in zip(FAMILIES, even(n_train), even(n_test)):
         drawn = [
             _terminal_task(make_scenario(rng, names, fam)) for _ in range(2 * (k_train + k_test))
         ]
@@ -179,13 +178,9 @@ def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: in
         test = list({t.instruction: t for t in reversed(drawn) if t.instruction in held}.values())
         train = [t for t in drawn if t.instruction not in held][:k_train]
         by_family.append((train, test[:k_test]))
-    splits = []
-    for side in (0, 1):
-        parts = [fam[side] for fam in by_family]
-        splits.append(
-            [p[i] for i in range(max(map(len, parts), default=0)) for p in parts if i < len(p)]
-        )
-    return _finish("terminal", splits[0], "train"), _finish("terminal", splits[1], "test")
+    train, test = ([t for row in zip_longest(*side) for t in row if t is not None]
+                   for side in zip(*by_family))  # fmt: skip
+    return _finish("terminal", train, "train"), _finish("terminal", test, "test")
 
 
 def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
