@@ -102,11 +102,17 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
     last = rows[-1] if rows else {}
+
+    def pool_mean(xs: list[dict], pool: str) -> float | None:
+        vals = [r[f"reward_{pool}"] for r in xs if f"reward_{pool}" in r]
+        return round(sum(vals) / len(vals), 3) if vals else None
+
     return {
         "steps": stage.steps,
         "mixture": {kind: round(w / sum(weights.values()), 3) for kind, w in weights.items()},
         "reward_first": mean(rows[:k], "reward_mean"),
         "reward_last": mean(rows[-k:], "reward_mean"),
+        "pool_reward": {p: [pool_mean(rows[:k], p), pool_mean(rows[-k:], p)] for p in weights},
         "dropped_stale": last.get("dropped_stale", 0),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),

@@ -109,7 +109,8 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
 
     Returns:
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
-        trajectory), staleness_max/mean, reward_mean, group counts per pool).
+        trajectory), staleness_max/mean, reward_mean, and per pool its group count
+        (groups_<pool>) and mean reward (reward_<pool>)).
     """
     trajs = batch.trajectories
     tb = pad_trajectories(trajs, pad_id)
@@ -126,9 +127,11 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         "staleness_max": max(stale),
         "staleness_mean": sum(stale) / len(stale),
         "reward_mean": rewards.mean().item(),
-        **{f"groups_{k}": sum(g.pool == k for g in batch.groups)
-           for k in sorted({g.pool for g in batch.groups})},
-    }  # fmt: skip
+    }
+    for k in sorted({g.pool for g in batch.groups}):
+        mine = [t.reward for g in batch.groups if g.pool == k for t in g.trajectories]
+        stats[f"groups_{k}"] = sum(g.pool == k for g in batch.groups)
+        stats[f"reward_{k}"] = sum(mine) / len(mine)  # which task kind is (not) learning
     return tb, stats
 
 

@@ -30,6 +30,12 @@ def test_stage_runs_from_yaml_and_writes_a_checkpoint(run_dir):
     assert [r["version"] for r in rows] == [1, 2, 3]
     assert all(r["groups_search"] == 1 and r["groups_tool"] == 1 for r in rows)
     assert all(r["staleness_max"] <= 1 for r in rows)
+    # the summary's per-pool rewards are the first and last steps' reward_<pool> (3 steps: k=1)
+    for pool in ("search", "tool"):
+        assert summary["pool_reward"][pool] == [
+            round(rows[0][f"reward_{pool}"], 3),
+            round(rows[-1][f"reward_{pool}"], 3),
+        ]
     assert (out / "checkpoint" / "config.json").exists()
 
 
