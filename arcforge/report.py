@@ -179,6 +179,56 @@ def _plot_curves(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
     return made
 
 
+def _smooth(ys: list[float], w: int) -> list[float]:
+    """Trailing moving average over `w` points (fewer at the start)."""
+    return [
+        sum(ys[max(0, i - w + 1) : i + 1]) / (i + 1 - max(0, i - w + 1)) for i in range(len(ys))
+    ]
+
+
+def _rl_series(rows: list[dict]) -> tuple[str, dict[str, list[tuple[int, float]]]] | None:
+    """(y label, {line: [(step, value)]}) of an RL stage (reward_mean and each reward_<pool>)
+    or a distillation stage (kl_to_teacher and each kl_<teacher>); None for other stages."""
+    lead = "reward_mean" if any("reward_mean" in r for r in rows) else "kl_to_teacher"
+    if not any(lead in r for r in rows):
+        return None
+    prefix = lead.split("_")[0] + "_"
+    keys = sorted({k for r in rows for k in r if k.startswith(prefix) and k != lead})
+    lines = {lead: [(r["step"], r[lead]) for r in rows if lead in r]}
+    for k in keys:
+        pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
+        if pts:
+            lines[k.removeprefix(prefix)] = pts
+    return ("reward" if prefix == "reward_" else "KL to teacher"), lines
+
+
+def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
+    """One panel per RL or distillation stage: its reward (or KL) per step, smoothed, with one
+    line per task pool (agentic RL) or teacher (distillation) next to the overall mean."""
+    panels = []
+    for s in stages:
+        got = _rl_series(_read_jsonl(run_dir / s["name"] / "metrics.jsonl"))
+        if got:
+            panels.append((s["name"], *got))
+    if not panels:
+        return []
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, (name, ylabel, lines) in zip(axes[0], panels):
+        for i, (label, pts) in enumerate(lines.items()):
+            xs, ys = zip(*pts)
+            w = max(1, len(ys) // 8)
+            style = {"lw": 2.2, "color": "black"} if i == 0 else {"lw": 1.2}
+            ax.plot(xs, _smooth(list(ys), w), label=label, **style)
+            if i == 0:
+                ax.plot(xs, ys, lw=0.6, color="black", alpha=0.3)
+        ax.set(title=f"{name} (moving mean)", xlabel="step", ylabel=ylabel)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(plots / "rl.png", dpi=110)
+    plt.close(fig)
+    return ["rl.png"]
+
+
 def _plot_matrix(matrix: dict, order: list[str], plots: Path) -> list[str]:
     suites = [s for s in matrix if s not in LOWER_IS_BETTER]
     cols = [s for s in order if any(s in matrix[x] for x in suites)]
@@ -340,6 +390,7 @@ def write_report(run_dir: str | Path) -> Path:
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
     names = _plot_curves(run_dir, rep["stages"], plots)
+    names += _plot_rl(run_dir, rep["stages"], plots)
     names += _plot_matrix(rep["matrix"], [s["name"] for s in rep["stages"]], plots)
     (run_dir / "report.json").write_text(json.dumps(rep, indent=1))
     md = render_markdown(rep, names)

@@ -49,7 +49,7 @@ def test_report_json_shape(smoke_run):
                 continue
             r = rep["matrix"][suite][stage]
             assert r["n"] > 0 and r["ci"][0] <= r["score"] <= r["ci"][1]
-    for f in ["report.md", "report.html", "plots/loss.png", "plots/matrix.png"]:
+    for f in ["report.md", "report.html", "plots/loss.png", "plots/rl.png", "plots/matrix.png"]:
         assert (smoke_run / f).stat().st_size > 100
 
 
