@@ -189,17 +189,18 @@ def _smooth(ys: list[float], w: int) -> list[float]:
 def _rl_series(rows: list[dict]) -> tuple[str, dict[str, list[tuple[int, float]]]] | None:
     """(y label, {line: [(step, value)]}) of an RL stage (reward_mean and each reward_<pool>)
     or a distillation stage (kl_to_teacher and each kl_<teacher>); None for other stages."""
-    lead = "reward_mean" if any("reward_mean" in r for r in rows) else "kl_to_teacher"
-    if not any(lead in r for r in rows):
+    series = (("reward_mean", "reward_", "reward"), ("kl_to_teacher", "kl_", "KL to teacher"))
+    found = next((x for x in series if any(x[0] in r for r in rows)), None)
+    if found is None:
         return None
-    prefix = lead.split("_")[0] + "_"
+    lead, prefix, ylabel = found
     keys = sorted({k for r in rows for k in r if k.startswith(prefix) and k != lead})
     lines = {lead: [(r["step"], r[lead]) for r in rows if lead in r]}
     for k in keys:
         pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
         if pts:
             lines[k.removeprefix(prefix)] = pts
-    return ("reward" if prefix == "reward_" else "KL to teacher"), lines
+    return ylabel, lines
 
 
 def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:

@@ -103,9 +103,9 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
     last = rows[-1] if rows else {}
 
-    def pool_mean(xs: list[dict], pool: str) -> float | None:
-        vals = [r[f"reward_{pool}"] for r in xs if f"reward_{pool}" in r]
-        return round(sum(vals) / len(vals), 3) if vals else None
+    def pool_mean(xs: list[dict], pool: str) -> float | None:  # steps that drew the pool
+        have = [r for r in xs if f"reward_{pool}" in r]
+        return round(mean(have, f"reward_{pool}"), 3) if have else None
 
     return {
         "steps": stage.steps,
