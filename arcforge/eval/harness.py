@@ -3,10 +3,13 @@
 `evaluate_checkpoint` loads one checkpoint and runs the configured suites on held-out tasks;
 `evaluate_run` does that for every finished stage of a run and caches each stage's results in
 `RUN_DIR/eval/<stage>.json` (a rerun only evaluates what is missing). Each result is
-`{"score", "ci": [lo, hi], "n", "scores", "examples", "weights"}`, where `weights` fingerprints
-the checkpoint's safetensors: evaluation is seeded, so a stage whose weights equal an evaluated
-stage's (an RL stage whose every group had equal rewards makes no update) reuses those results,
-marked `reused_from`, instead of running the suites again.
+`{"score", "ci": [lo, hi], "n", "scores", "examples", "settings", "weights"}`, where `weights`
+fingerprints the checkpoint's safetensors: evaluation is seeded, so a stage whose weights equal
+an evaluated stage's (an RL stage whose every group had equal rewards makes no update) reuses
+those results, marked `reused_from`, instead of running the suites again. `settings` records
+what the score depends on besides the weights (the suite's n, turns, token and sampling
+settings); a cached result whose settings differ from the config's is run again, so raising
+`eval.n_per_suite` after a run re-evaluates that suite instead of reporting the old sample.
 """
 
 from __future__ import annotations
@@ -61,14 +64,33 @@ def weights_fingerprint(ckpt: Path) -> str:
     return h.hexdigest()
 
 
-def _reusable(out_dir: Path, fingerprint: str, stage: str) -> dict[str, dict]:
-    """Results of other stages' caches computed on the same weights, {suite: result}."""
+def eval_settings(cfg: EvalCfg, suite: str) -> dict[str, Any]:
+    """What a suite's score depends on besides the weights, as stored with each result."""
+    return {"n": cfg.n_for(suite), "max_turns": cfg.max_turns,
+            "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed,
+            "temperature": cfg.temperature, "top_p": cfg.top_p, "samples": cfg.samples}  # fmt: skip
+
+
+def _current(res: dict, cfg: EvalCfg, suite: str) -> bool:
+    """Whether a cached result was computed with the config's settings. A result from before
+    settings were stored counts when its sample size is the configured one."""
+    if "settings" in res:
+        return res["settings"] == eval_settings(cfg, suite)
+    return res.get("n") == cfg.n_for(suite)
+
+
+def _reusable(out_dir: Path, fingerprint: str, stage: str, cfg: EvalCfg) -> dict[str, dict]:
+    """Results of other stages' caches computed on the same weights and settings."""
     found: dict[str, dict] = {}
     for f in sorted(out_dir.glob("*.json")):
         if f.stem == stage:
             continue
         for suite, res in json.loads(f.read_text()).items():
-            if res.get("weights") == fingerprint and suite not in found:
+            if (
+                res.get("weights") == fingerprint
+                and suite not in found
+                and _current(res, cfg, suite)
+            ):
                 found[suite] = {**res, "reused_from": res.get("reused_from", f.stem)}
     return found
 
@@ -91,6 +113,7 @@ def evaluate_checkpoint(
                 "scores": [round(float(x), 6) for x in out.scores],  # per item, for paired deltas
                 "examples": out.examples,
                 "seconds": round(time.time() - t0, 2),
+                "settings": eval_settings(cfg, name),
             }
             bar.update(i + 1)
     return results
@@ -110,10 +133,13 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
         cache = out_dir / f"{stage.name}.json"
         have = json.loads(cache.read_text()) if cache.exists() else {}
         skip = set(getattr(stage, "eval_skip", []))
-        missing = [s for s in ctx.cfg.eval.suites if s not in have and s not in skip]
+        cfg = ctx.cfg.eval
+        missing = [
+            s for s in cfg.suites if s not in skip and not (s in have and _current(have[s], cfg, s))
+        ]
         if missing:
             fp = weights_fingerprint(ckpt)
-            same = _reusable(out_dir, fp, stage.name)
+            same = _reusable(out_dir, fp, stage.name, cfg)
             reused = {s: same[s] for s in missing if s in same}
             if reused:
                 src = sorted({r["reused_from"] for r in reused.values()})
