@@ -1,7 +1,9 @@
 """The one `source:` notion every stage reads data through.
 
 A source spec is a string:
-    world:<suite>[:<split>]     the embedded world's pool (resolved by a callback, see below)
+    world:<suite>[:<split>]     the embedded world's pool (resolved by a callback, see below);
+                                split train (default), test, or unseen (train tasks no SFT
+                                demo or expert episode shows: RL prompts)
     jsonl:<path>                one JSON object per line
     parquet:<path>              one record per row
     hf_disk:<path>[#<split>]    a `datasets` dataset written with `save_to_disk`

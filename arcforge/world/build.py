@@ -151,8 +151,11 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
         pool = world.tasks(suite, "train")
         return rng.sample(pool, min(n, len(pool)))
 
-    def add(kind: str, msgs, task: Task, tool_names: list[str], mode: str = "interleaved") -> None:
-        demos.append(Demo(f"demo-{kind}-{len(demos):05d}", kind, msgs, tool_names, mode, task.id))
+    def add(kind: str, msgs, task: Task, tool_names: list[str], mode: str = "interleaved",
+            shown: list[Task] | None = None) -> None:  # fmt: skip
+        ids = [t.id for t in shown or [task]]
+        demos.append(Demo(f"demo-{kind}-{len(demos):05d}", kind, msgs, tool_names, mode, task.id,
+                          ids))  # fmt: skip
 
     n_think = cfg.n(c.reasoning, 1)
     math = pick("reasoning", n_think + cfg.n(c.reasoning_no_think, 1))
@@ -169,7 +172,7 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
     for i, task in enumerate(pick("tool", cfg.n(c.tool, 1))):
         mode = MODES[i % len(MODES)]
         pair = [task] if mode == "interleaved" else [task, rng.choice(tool_pool)]
-        add("tool", tool_demo(pair, tools, mode), task, list(task.tools), mode)
+        add("tool", tool_demo(pair, tools, mode), task, list(task.tools), mode, pair)
     lookups = [t for t in tool_pool if t.metadata["calls"][0]["name"] == "lookup"]
     for task in rng.sample(lookups, min(cfg.n(c.tool_correction, 1), len(lookups))):
         add("tool_correction", correction_demo(task, tools, rng), task, list(task.tools))

@@ -38,15 +38,22 @@ class Demo:
     tools: list[str] = field(default_factory=list)
     mode: str = "interleaved"
     task_id: str = ""
+    # every task the demo shows (a two-turn demo shows two); empty: just `task_id`
+    task_ids: list[str] = field(default_factory=list)
+
+    def shown(self) -> list[str]:
+        """The ids of the train tasks this demo's conversation answers."""
+        return self.task_ids or ([self.task_id] if self.task_id else [])
 
     def to_dict(self) -> dict:
         return {"id": self.id, "kind": self.kind, "messages": [m.to_dict() for m in self.messages],
-                "tools": self.tools, "mode": self.mode, "task_id": self.task_id}  # fmt: skip
+                "tools": self.tools, "mode": self.mode, "task_id": self.task_id,
+                "task_ids": self.shown()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> Demo:
         return cls(d["id"], d["kind"], [Message.from_dict(m) for m in d["messages"]], d["tools"],
-                   d["mode"], d["task_id"])  # fmt: skip
+                   d["mode"], d["task_id"], list(d.get("task_ids", [])))  # fmt: skip
 
 
 def reasoning_demo(task: Task, thinking: bool) -> list[Message]:

@@ -254,3 +254,26 @@ def test_a_cached_episode_trains_on_the_prompt_the_agent_loop_renders(world, tok
     swe = next(d for d in demos if d.kind == "swe")
     edit = next(c for m in swe.messages for c in m.tool_calls or [] if c.name == "edit_file")
     assert list(edit.arguments) == ["path", "old", "new"]
+
+
+def test_the_unseen_split_leaves_out_every_task_an_sft_demo_or_episode_shows(world, tok, tmp_path):
+    none = {k: 0 for k in KIND_SUITE}
+    world = replace(
+        world, config=replace(world.config, episodes=EpisodeCounts(**{**none, "tool": 40}))
+    )
+    cfg = RunCfg(name="t", run_dir=str(tmp_path), world={"seed": 7, "scale": 0.1},
+                 eval={"max_turns": 8, "max_new_tokens": 256})  # fmt: skip
+    ctx = RunContext(cfg, tmp_path, _world=world, _tokenizer=tok)
+    unseen = world_records(world, "tool", "unseen", ctx)
+    episodes = [json.loads(ln) for ln in (tmp_path / "world" / "episodes" / "tool.jsonl").open()]
+    assert len(episodes) == 4
+    shown = {i for d in world.sft_demos() for i in d.shown()}
+    assert any(len(d.shown()) == 2 for d in world.sft_demos())  # a two-task demo counts both
+    shown |= {i for e in episodes for i in e["task_ids"]}
+    train = {t.id for t in world.tasks("tool", "train")}
+    ids = [r.task.id for r in unseen]
+    assert ids and set(ids) == train - shown  # every other train task, none shown, no test task
+    # the same split of a suite no episode or demo touches is its whole train pool
+    assert len(world_records(world, "search", "unseen", ctx)) == len(world.tasks("search", "train"))
+    with pytest.raises(ConfigError, match="needs a run"):
+        world_records(world, "tool", "unseen", None)
