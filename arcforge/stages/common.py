@@ -77,22 +77,23 @@ def check_saved_world(saved, wanted, wdir: Path) -> None:
         )
 
 
-def _episodes(world, ctx: RunContext | None, suite: str, kind: str | None) -> list:
-    """The run's expert episodes (`world_episodes`, generated once and cached), of one kind or
-    of every kind with a count."""
+def _episodes(world, ctx: RunContext | None, suite: str, kinds: list[str] | None) -> list:
+    """The run's expert episodes (`world_episodes`, generated once and cached) of `kinds`, or
+    of every kind with a count; `suite` names the source in errors."""
     from arcforge.rollout.agent import AgentConfig
     from arcforge.synth.episodes import KIND_SUITE, world_episodes
 
     if ctx is None:
         raise ConfigError(f"world:{suite} needs a run (its tokenizer and run dir)")
-    if kind is not None and kind not in KIND_SUITE:
-        raise ConfigError(f"world:{suite}: unknown kind {kind!r}; known: {sorted(KIND_SUITE)}")
+    for kind in kinds or []:
+        if kind not in KIND_SUITE:
+            raise ConfigError(f"world:{suite}: unknown kind {kind!r}; known: {sorted(KIND_SUITE)}")
     wc, ev = world.config, ctx.cfg.eval
     counts = {k: wc.n(getattr(wc.episodes, k), 0) for k in KIND_SUITE}
     acfg = AgentConfig(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens,
                        context_budget=ctx.cfg.model.max_position_embeddings)  # fmt: skip
     demos, stats = world_episodes(world, ctx.tokenizer, ctx.run_dir / "world" / "episodes",
-                                  counts, acfg, [kind] if kind else None, seed=wc.seed)  # fmt: skip
+                                  counts, acfg, kinds, seed=wc.seed)  # fmt: skip
     for k, st in stats.items():
         if not st.get("cached"):
             print(f"[world] expert episodes {k}: {st['conversations']}/"
@@ -112,7 +113,7 @@ def episode_records(world, ctx: RunContext | None, suite: str, split: str | None
     return [Record(messages=d.messages, origin=f"world:episodes#{d.id}",
                    meta={"tools": [t.name for t in d.tools], "mode": d.mode, "kind": d.kind,
                          "tool_schemas": [t.schema()["function"] for t in d.tools]})
-            for d in _episodes(world, ctx, suite, kind)]  # fmt: skip
+            for d in _episodes(world, ctx, suite, [kind] if kind else None)]  # fmt: skip
 
 
 def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
@@ -121,8 +122,12 @@ def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
     format, answer included, rewards recall: on the demo, agentic RL drew tool tasks from the
     400 train tasks the 400 tool episodes covered, scored 0.19 on them against 0.09 held out,
     and left the held-out tool suite within noise (session 11)."""
+    from arcforge.synth.episodes import KIND_SUITE
+
+    kinds = [k for k, s in KIND_SUITE.items() if suite in (k, s)]  # tir episodes: reasoning tasks
     seen = {i for d in world.sft_demos() for i in d.shown()}
-    seen |= {i for d in _episodes(world, ctx, f"{suite}:unseen", None) for i in d.task_ids}
+    if kinds:
+        seen |= {i for d in _episodes(world, ctx, f"{suite}:unseen", kinds) for i in d.task_ids}
     tasks = [t for t in world.tasks(suite, "train") if t.id not in seen]
     if not tasks:
         raise ConfigError(f"world:{suite}:unseen: every train task of {suite!r} is shown in an "
