@@ -112,6 +112,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         "mixture": {kind: round(w / sum(weights.values()), 3) for kind, w in weights.items()},
         "reward_first": mean(rows[:k], "reward_mean"),
         "reward_last": mean(rows[-k:], "reward_mean"),
+        "signal_frac": round(mean(rows, "signal_frac"), 3),  # groups with a gradient
         "pool_reward": {p: [pool_mean(rows[:k], p), pool_mean(rows[-k:], p)] for p in weights},
         "dropped_stale": last.get("dropped_stale", 0),
         "retries": last.get("retries", 0),

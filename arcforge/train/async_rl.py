@@ -109,7 +109,8 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
 
     Returns:
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
-        trajectory), staleness_max/mean, reward_mean, and per pool its group count
+        trajectory), staleness_max/mean, reward_mean, signal_frac (the share of groups with
+        unequal rewards), and per pool its group count
         (groups_<pool>) and mean reward (reward_<pool>)).
     """
     trajs = batch.trajectories
@@ -127,6 +128,11 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         "staleness_max": max(stale),
         "staleness_mean": sum(stale) / len(stale),
         "reward_mean": rewards.mean().item(),
+        # groups whose rewards differ: the only ones with a policy gradient (GRPO); the rest
+        # were all solved or all failed. Read the per-pool rewards against this, since the
+        # seeded task stream, more than learning, decides which steps score high
+        "signal_frac": sum(len({t.reward for t in g.trajectories}) > 1 for g in batch.groups)
+        / len(batch.groups),
     }
     for k in sorted({g.pool for g in batch.groups}):
         mine = [t.reward for g in batch.groups if g.pool == k for t in g.trajectories]

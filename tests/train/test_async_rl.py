@@ -119,6 +119,7 @@ def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
     assert (st["staleness_max"], st["staleness_mean"]) == (2, 1.5)  # 3 - 1 and 3 - 2
     assert (st["groups_swe"], st["groups_search"], st["reward_mean"]) == (1, 1, 0.25)
     assert (st["reward_swe"], st["reward_search"]) == (0.5, 0.0)
+    assert st["signal_frac"] == 0.5  # rewards (1, 0) differ, (0, 0) do not
 
 
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
