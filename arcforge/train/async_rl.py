@@ -36,7 +36,7 @@ from pydantic import Field
 
 from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
 from arcforge.progress import progress
-from arcforge.rl.advantages import group_advantages
+from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Batch, Orchestrator
 from arcforge.train.loop import (
@@ -128,11 +128,9 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         "staleness_max": max(stale),
         "staleness_mean": sum(stale) / len(stale),
         "reward_mean": rewards.mean().item(),
-        # groups whose rewards differ: the only ones with a policy gradient (GRPO); the rest
-        # were all solved or all failed. Read the per-pool rewards against this, since the
-        # seeded task stream, more than learning, decides which steps score high
-        "signal_frac": sum(len({t.reward for t in g.trajectories}) > 1 for g in batch.groups)
-        / len(batch.groups),
+        # groups with unequal rewards, the only ones with a GRPO gradient: read the per-pool
+        # rewards against it (the seeded task stream, more than learning, sets their level)
+        "signal_frac": dynamic_sampling_mask(rewards, group_size).float().mean().item(),
     }
     for k in sorted({g.pool for g in batch.groups}):
         mine = [t.reward for g in batch.groups if g.pool == k for t in g.trajectories]
