@@ -47,6 +47,10 @@ class TokenizerCfg(Strict):
     vocab_size: int = Field(2048, ge=300)
     path: str | None = None  # a local tokenizer dir; default: trained on the world corpus
     train_chars: int = Field(3_000_000, gt=0)
+    # Which spaces become their own token before BPE (arcforge.model.tokenizer.SPACE_SPLITS):
+    # "upper" keeps " Vofe" and "Vofe" on the same tokens, so a name copied into a tool call's
+    # JSON needs no space-stripping remap; "letter" does it for every word (+25% tokens).
+    space_split: Literal["none", "upper", "letter"] = "none"
 
 
 class ModelCfg(Strict):

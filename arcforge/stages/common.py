@@ -247,9 +247,10 @@ def prepare_tokenizer(ctx: RunContext):
         texts.append(d.text)
         n += len(d.text)
     print(
-        f"[tokenizer] training byte-level BPE ({cfg.tokenizer.vocab_size}) on {n / 1e6:.1f}M chars"
+        f"[tokenizer] training byte-level BPE ({cfg.tokenizer.vocab_size}, space_split="
+        f"{cfg.tokenizer.space_split}) on {n / 1e6:.1f}M chars"
     )
-    tok = train_tokenizer(texts, cfg.tokenizer.vocab_size)
+    tok = train_tokenizer(texts, cfg.tokenizer.vocab_size, space_split=cfg.tokenizer.space_split)
     save_tokenizer(tok, tdir)
     (tdir / "DONE").write_text("ok")
     return tok

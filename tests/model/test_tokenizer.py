@@ -93,3 +93,46 @@ def test_load_foreign_tokenizer_adds_missing_chat_tokens(tmp_path):
 def test_load_missing_dir(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_tokenizer(tmp_path / "nope")
+
+
+NAMES = ["Vofe Vulios", "Yebraen Studios", "Loustiar Laeva"]
+NAME_CORPUS = [
+    f'Where was {n} born? <tool_call>{{"name": "lookup", "arguments": {{"entity": "{n}"}}}}'
+    for n in NAMES
+] * 30 + CORPUS
+
+
+def _name_ids(tok, text: str, name: str) -> list[int]:
+    """The ids that decode to `name` inside `text` (the name's own tokens, space excluded)."""
+    ids = tok.encode(text, add_special_tokens=False)
+    for i in range(len(ids)):
+        for j in range(i + 1, len(ids) + 1):
+            if tok.decode(ids[i:j]) == name:
+                return ids[i:j]
+    return []
+
+
+@pytest.mark.parametrize("split", ["upper", "letter"])
+def test_space_split_gives_a_name_the_same_ids_after_a_space_and_after_a_quote(split):
+    tok = train_tokenizer(NAME_CORPUS, vocab_size=400, space_split=split)
+    for n in NAMES + ["Zorvan Quell"]:  # the last never seen in training
+        question = _name_ids(tok, f"Where was {n} born?", n)
+        call = _name_ids(tok, f'{{"entity": "{n}"}}', n)
+        assert question and question == call, (n, question, call)
+    for s in ["  two  spaces  ", "def f(x):\n    return X + 1", "héllo Ωμέγα Wörld"]:
+        assert tok.decode(tok.encode(s, add_special_tokens=False)) == s
+
+
+def test_without_space_split_a_name_after_a_space_starts_on_another_token():
+    # What space_split exists for: byte-level BPE glues the space into the name's first token,
+    # so the question's " Vofe" and the call's "Vofe" share no first id.
+    tok = train_tokenizer(NAME_CORPUS, vocab_size=400)
+    call = _name_ids(tok, '{"entity": "Vofe Vulios"}', "Vofe Vulios")
+    question = tok.encode("Where was Vofe Vulios born?", add_special_tokens=False)
+    assert call and _name_ids(tok, "Where was Vofe Vulios born?", "Vofe Vulios") == []
+    assert call[0] not in question
+
+
+def test_unknown_space_split_is_an_error():
+    with pytest.raises(ValueError, match="space_split"):
+        train_tokenizer(CORPUS, vocab_size=400, space_split="words")
