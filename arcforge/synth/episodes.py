@@ -42,7 +42,7 @@ from typing import Any
 from arcforge.envs.base import Environment
 from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, episode_to_messages, run_episodes
-from arcforge.rollout.policies import ScriptedEngine, expert_engine
+from arcforge.rollout.policies import EXPERT_VERSIONS, ScriptedEngine, expert_engine
 from arcforge.types import Message, Task, Tool, Trajectory
 
 MODES = ("interleaved", "preserved", "dropped", "turn_level")
@@ -299,6 +299,8 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
         key = {"format": EPISODE_FORMAT, "n": int(counts.get(kind, 0)), "seed": seed,
                "modes": list(KIND_MODES.get(kind, ())), "max_turns": cfg.max_turns,
                "max_new_tokens": cfg.max_new_tokens, "context_budget": cfg.context_budget}  # fmt: skip
+        if EXPERT_VERSIONS.get(kind, 1) > 1:  # a changed expert script re-records its kind only
+            key["expert"] = EXPERT_VERSIONS[kind]
         meta_path, data_path = cache_dir / f"{kind}.json", cache_dir / f"{kind}.jsonl"
         if meta_path.exists() and json.loads(meta_path.read_text()).get("key") == key:
             lines = data_path.read_text().splitlines()

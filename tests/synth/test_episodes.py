@@ -18,7 +18,7 @@ from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.policies import expert_engine
+from arcforge.rollout.policies import expert_engine, terminal_check
 from arcforge.stages.common import world_records
 from arcforge.stages.sft import _conversations
 from arcforge.synth.episodes import (
@@ -84,8 +84,14 @@ def test_observations_are_what_the_environment_returned(world, made):
     out = next(m for m in tir.messages if m.role == "tool")
     assert out.content.strip() == by_id[tir.task_ids[0]].validation.answer
     term = next(d for d in demos if d.kind == "terminal")
-    ls = next(m for m in term.messages if m.role == "tool")
-    assert ls.content.strip() and not ls.content.startswith("error")
+    task = by_id[term.task_ids[0]]
+    calls = [c for m in term.messages for c in m.tool_calls or []]
+    assert [c.arguments["command"] for c in calls] == [
+        task.metadata["solution"].strip(),
+        terminal_check(task),
+    ]
+    check = [m for m in term.messages if m.role == "tool"][-1]  # the result, shown after acting
+    assert check.content.strip() and "[exit" not in check.content and "error" not in check.content
 
 
 @pytest.mark.parametrize("kind", ["code", "terminal"])
