@@ -299,7 +299,7 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
         key = {"format": EPISODE_FORMAT, "n": int(counts.get(kind, 0)), "seed": seed,
                "modes": list(KIND_MODES.get(kind, ())), "max_turns": cfg.max_turns,
                "max_new_tokens": cfg.max_new_tokens, "context_budget": cfg.context_budget}  # fmt: skip
-        if EXPERT_VERSIONS.get(kind, 1) > 1:  # a changed expert script re-records its kind only
+        if kind in EXPERT_VERSIONS:  # a changed expert script re-records its kind only
             key["expert"] = EXPERT_VERSIONS[kind]
         meta_path, data_path = cache_dir / f"{kind}.json", cache_dir / f"{kind}.jsonl"
         if meta_path.exists() and json.loads(meta_path.read_text()).get("key") == key:
