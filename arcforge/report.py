@@ -205,7 +205,8 @@ def _rl_series(rows: list[dict]) -> tuple[str, dict[str, list[tuple[int, float]]
 
 def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
     """One panel per RL or distillation stage: its reward (or KL) per step, smoothed, with one
-    line per task pool (agentic RL) or teacher (distillation) next to the overall mean."""
+    line per task pool (agentic RL) or teacher (distillation) next to the overall mean, and
+    agentic RL's dev-set probe scores (greedy success per suite) with its best step marked."""
     panels = []
     for s in stages:
         got = _rl_series(_read_jsonl(run_dir / s["name"] / "metrics.jsonl"))
@@ -222,6 +223,15 @@ def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
             ax.plot(xs, _smooth(list(ys), w), label=label, **style)
             if i == 0:
                 ax.plot(xs, ys, lw=0.6, color="black", alpha=0.3)
+        probes = _read_jsonl(run_dir / name / "probe.jsonl")  # agentic RL's dev-set probe
+        for k in sorted({k for r in probes for k in r if k.startswith("probe_")}):
+            pts = [(r["step"], r[k]) for r in probes if k in r]
+            ax.plot(*zip(*pts), "o--", lw=1.0, ms=3, label=f"dev {k.removeprefix('probe_')}")
+        if probes:
+            from arcforge.train.async_rl import best_probe
+
+            kept = best_probe(probes)["step"]
+            ax.axvline(kept, color="grey", ls=":", lw=1.0, label=f"best dev step {kept}")
         ax.set(title=f"{name} (moving mean)", xlabel="step", ylabel=ylabel)
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -2,8 +2,10 @@
 
 A source spec is a string:
     world:<suite>[:<split>]     the embedded world's pool (resolved by a callback, see below);
-                                split train (default), test, or unseen (train tasks no SFT
-                                demo or expert episode shows: RL prompts)
+                                split train (default), test, unseen (train tasks no SFT
+                                demo or expert episode shows: RL prompts), fresh (new tasks
+                                from the suite's generator, in neither split: RL prompts) or
+                                dev (more such tasks, for choosing checkpoints)
     jsonl:<path>                one JSON object per line
     parquet:<path>              one record per row
     hf_disk:<path>[#<split>]    a `datasets` dataset written with `save_to_disk`

@@ -13,6 +13,7 @@ backend "ray", one EnvHost actor per kind.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from arcforge.rollout.envservice import EnvServiceError, http_service, local_ser
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.stages.common import model_for_stage
 from arcforge.stages.rl import in_band
-from arcforge.train.async_rl import AgenticRLStageCfg, train_async_rl
+from arcforge.train.async_rl import AgenticRLStageCfg, best_probe, train_async_rl
 from arcforge.types import Task
 
 STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
@@ -51,6 +52,36 @@ def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[st
         pools.setdefault(name, []).extend(tasks)
         weights[name] += s.weight
     return pools, dict(weights)
+
+
+def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int):
+    """The stage's probe (see ProbeCfg): greedy success per suite on the world's dev tasks,
+    with the eval's turn and token budgets unless the probe sets its own."""
+    from arcforge.rollout.agent import AgentConfig, run_episodes
+    from arcforge.rollout.engine import LocalEngine
+
+    pcfg, world, tok = stage.probe, ctx.world, ctx.tokenizer
+    assert pcfg is not None
+    tasks = {}
+    for suite in pcfg.suites:
+        try:
+            tasks[suite] = world.tasks(suite, "dev")[: pcfg.n]
+        except ValueError as err:
+            raise UserError(f"stage {stage.name!r}: probe suite {suite!r}: {err}") from None
+    acfg = AgentConfig(max_turns=pcfg.max_turns or ctx.cfg.eval.max_turns,
+                       max_new_tokens=pcfg.max_new_tokens or ctx.cfg.eval.max_new_tokens,
+                       context_budget=budget, temperature=0.0)  # fmt: skip
+    factory = env_factory(world)
+
+    def probe(model) -> dict[str, float]:
+        engine = LocalEngine(model, pad_token_id=pad, max_batch=ctx.cfg.eval.batch_size)
+        out = {}
+        for suite, ts in tasks.items():
+            trajs = run_episodes(engine, tok, factory, ts, acfg)
+            out[suite] = sum(tr.reward >= 1.0 for tr in trajs) / len(trajs)
+        return out
+
+    return probe
 
 
 def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
@@ -96,8 +127,9 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
     for svc in _services(stage, kinds, world):
         orch.register(svc)
+    probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
     rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
-                          desc=f"agentic rl {stage.name}")  # fmt: skip
+                          desc=f"agentic rl {stage.name}", probe=probe)  # fmt: skip
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
@@ -107,8 +139,15 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         have = [r for r in xs if f"reward_{pool}" in r]
         return round(mean(have, f"reward_{pool}"), 3) if have else None
 
+    probes = [json.loads(ln) for ln in (out / "probe.jsonl").read_text().splitlines()
+              if ln.strip()] if stage.probe else []  # fmt: skip
+    summary: dict = {"steps": stage.steps}
+    best = best_probe(probes)
+    if stage.probe and best:
+        summary["kept_step"] = best["step"] if stage.probe.keep_best else stage.steps
+        summary["probe_mean"] = {r["step"]: round(r["mean"], 3) for r in probes}  # dev success
     return {
-        "steps": stage.steps,
+        **summary,
         "mixture": {kind: round(w / sum(weights.values()), 3) for kind, w in weights.items()},
         "reward_first": mean(rows[:k], "reward_mean"),
         "reward_last": mean(rows[-k:], "reward_mean"),

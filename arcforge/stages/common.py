@@ -208,7 +208,10 @@ def world_records(world, suite: str, split: str | None, ctx: RunContext | None =
     if split == "unseen":
         tasks = unseen_tasks(world, ctx, suite)
     else:
-        tasks = world.tasks(suite, split or "train")
+        try:
+            tasks = world.tasks(suite, split or "train")
+        except ValueError as err:  # an unknown suite or split, a suite without fresh tasks
+            raise ConfigError(f"world:{suite}:{split}: {err}") from None
     return [record_from_task(t, f"world:{suite}#{t.id}") for t in tasks]
 
 

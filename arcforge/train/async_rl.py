@@ -18,6 +18,12 @@ trainer below takes a batch whenever one is ready:
               per-segment versions)
     log/save  metrics.jsonl (idle fraction, staleness, drops, mixture); the resumable state
               holds weights, optimizer, RNG, step, version and the orchestrator's state
+    probe     optional (`probe:`): greedy episodes on dev tasks (neither train nor test) at
+              step 0, every `probe.every` steps and at the end, logged to probe.jsonl; with
+              keep_best the stage ends on the probed weights with the best mean success. RL on
+              a tiny model moves held-out suites up in one run and down in the next (session
+              13: one config's reruns differed by 0.22 on TIR), so a stage that may only be
+              kept when it helped measures that on items it neither trains nor reports on
 
 Synchronous RL is the same code with tau = 0 and sync_every = 1: the orchestrator then admits
 exactly one batch of jobs per version. Deliberate simplification: with sync_every > 1 a state
@@ -28,11 +34,13 @@ version number.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from pydantic import Field
+from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
 from arcforge.progress import progress
@@ -46,6 +54,7 @@ from arcforge.train.loop import (
     find_state,
     load_state,
     lr_at,
+    save_state,
 )
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import TokenBatch, pad_trajectories
@@ -95,6 +104,7 @@ class AgenticRLStageCfg(StageCfg):
     clip_high: float = Field(0.28, ge=0)  # eps_h: keep tokens with r <= 1 + eps_h
     micro_batch: int = Field(16, gt=0)
     engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    probe: ProbeCfg | None = None
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
 
     def agent(self) -> AgentConfig:
@@ -102,6 +112,17 @@ class AgenticRLStageCfg(StageCfg):
         return AgentConfig(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
                            context_budget=self.context_budget, temperature=self.temperature,
                            top_p=self.top_p)  # fmt: skip
+
+
+class ProbeCfg(Strict):
+    """Checkpoint selection on the world's dev tasks (`World.tasks(suite, "dev")`)."""
+
+    suites: list[str] = Field(min_length=1)  # e.g. [tool, tir, terminal]
+    n: int = Field(100, gt=0)  # dev tasks per suite (at most 100 exist)
+    every: int = Field(4, gt=0)  # steps between probes (also at step 0 and the last step)
+    keep_best: bool = True  # end on the probed step with the best mean (step 0: no change)
+    max_turns: int | None = Field(None, gt=0)  # None: the eval's (what the report measures)
+    max_new_tokens: int | None = Field(None, gt=0)
 
 
 def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatch, dict]:
@@ -152,6 +173,52 @@ def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+Probe = Callable[[torch.nn.Module], dict[str, float]]  # model -> success per dev suite
+
+
+def best_probe(rows: list[dict]) -> dict | None:
+    """The probe.jsonl row with the best mean, the earliest of equal ones (BestKeeper's rule)."""
+    return max(rows, key=lambda r: (r["mean"], -r["step"]), default=None)
+
+
+class BestKeeper:
+    """The probed step with the best mean score and its weights, in probe/best-<step>.safetensors.
+
+    A new best's file is written before the trainer state that names it, and older files are
+    removed only after that state is saved, so a resumed run always finds the file its state
+    names (files of a step the resumed state never saw are removed on resume)."""
+
+    def __init__(self, out_dir: Path, state: dict | None):
+        self.dir = out_dir / "probe"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.step, self.score = (state or {}).get("step", -1), (state or {}).get("score", -1.0)
+        self.prune()
+
+    def path(self, step: int) -> Path:
+        return self.dir / f"best-{step}.safetensors"
+
+    def offer(self, model: torch.nn.Module, step: int, score: float) -> bool:
+        """Keep `model`'s weights when `score` beats the best so far (ties keep the earlier)."""
+        if score <= self.score:
+            return False
+        tmp = self.path(step).with_suffix(".tmp")
+        save_file({k: v.contiguous() for k, v in _weights(model).items()}, str(tmp))
+        tmp.replace(self.path(step))
+        self.step, self.score = step, score
+        return True
+
+    def state(self) -> dict:
+        return {"step": self.step, "score": self.score}
+
+    def prune(self) -> None:
+        for f in self.dir.glob("best-*"):
+            if f.name != self.path(self.step).name:
+                f.unlink()
+
+    def restore(self, model: torch.nn.Module) -> None:
+        model.load_state_dict(load_file(str(self.path(self.step))))
+
+
 def train_async_rl(
     model: torch.nn.Module,
     orch: Orchestrator,
@@ -162,6 +229,7 @@ def train_async_rl(
     pad_id: int,
     stop_after: int | None = None,
     desc: str = "agentic rl",
+    probe: Probe | None = None,
 ) -> list[dict]:
     """Train `model` on batches from `orch` while `workers` (LocalWorkers or RayWorkers) roll out.
 
@@ -171,6 +239,8 @@ def train_async_rl(
         orch: the orchestrator (tau, sync_every and the mixture are set there).
         workers: has start(), stop() and push_weights(state_dict, version, timeout).
         stop_after: stop after this many steps (state saved), to test resume.
+        probe: with `cfg.probe`, scores the model on dev tasks (see ProbeCfg); rows go to
+            probe.jsonl and, with keep_best, the model ends with the best probed weights.
     Returns:
         the metric rows logged by this call.
     """
@@ -182,6 +252,23 @@ def train_async_rl(
         orch.restore(info["orchestrator"])
         workers.push_weights(_weights(model), version, cfg.weight_sync_timeout)
     log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    pcfg = cfg.probe if probe is not None else None
+    if pcfg:
+        plog = MetricsLog(out_dir / "probe.jsonl", resume_step=start if state else None)
+        best = BestKeeper(out_dir, info.get("best") if state else None)
+
+        def run_probe(done: int) -> None:
+            t0 = time.monotonic()
+            scores = probe(model)
+            mean_score = round(sum(scores.values()) / len(scores), 9)  # equal means tie
+            new = best.offer(model, done, mean_score)
+            plog.write(step=done, mean=mean_score, best=new, probe_s=time.monotonic() - t0,
+                       **{f"probe_{k}": v for k, v in scores.items()})  # fmt: skip
+            print(f"[probe] step {done}: " + " ".join(f"{k}={v:.3f}" for k, v in scores.items())
+                  + f" mean={mean_score:.3f}" + (" (best)" if new else ""))  # fmt: skip
+
+        if not state:
+            run_probe(0)
     rows: list[dict] = []
     t_begin, waited, n_trajs = time.monotonic(), 0.0, 0
     model.train()
@@ -231,14 +318,32 @@ def train_async_rl(
                 }
                 rows.append(row)
                 log.write(**row)
+                probed = bool(pcfg) and (done % pcfg.every == 0 or done == cfg.steps)
+                if probed:
+                    run_probe(done)
+                extra = {"version": version, "orchestrator": orch.state(),
+                         **({"best": best.state()} if pcfg else {})}  # fmt: skip
                 stop = checkpoint_if_due(
                     out_dir / "state", model, opt, done, cfg.steps, cfg.checkpoint_every,
-                    stop_after, extra={"version": version, "orchestrator": orch.state()},
+                    stop_after, extra=extra,
                 )  # fmt: skip
+                saved = stop or (done % cfg.checkpoint_every == 0 and done < cfg.steps)
+                if probed and not saved and done < cfg.steps:
+                    save_state(out_dir / "state", model, opt, done, extra)  # names the best
+                    saved = True
+                if pcfg and saved:  # the saved state names the best file: drop the others
+                    best.prune()
                 bar.update(done, reward=bstats["reward_mean"], v=version)
                 if stop:
                     break
     finally:
         workers.stop()
+    if pcfg and pcfg.keep_best and done_all(rows, start, cfg.steps) and best.step >= 0:
+        best.restore(model)  # the weights of the best probed step (the last step's if it won)
     model.eval()
     return rows
+
+
+def done_all(rows: list[dict], start: int, steps: int) -> bool:
+    """Whether the loop reached its last step (not stopped early to test resume)."""
+    return (rows[-1]["step"] if rows else start) >= steps

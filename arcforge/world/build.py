@@ -8,6 +8,7 @@ tasks / test tasks, so held-out problems never leak into training text.
 from __future__ import annotations
 
 import random
+from itertools import zip_longest
 
 from arcforge.types import Task
 from arcforge.world.codelib import TEMPLATES, snippet_doc
@@ -185,3 +186,50 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
     for task in pick("swe", cfg.n(c.swe, 1)):
         add("swe", swe_demo(task), task, ["view_file", "edit_file"])
     return demos
+
+
+# Fresh tasks: more of a suite's tasks from its own generator under another seed, none with the
+# instruction of a train or held-out task. The world's train tasks are all shown in SFT (demos,
+# expert episodes), so RL on them rewards recall; `fresh` tasks give RL new items of the same
+# kind, and `dev` ones (a disjoint set) let a stage pick its checkpoint without touching `test`.
+FRESH_SUITES = ("tool", "search", "terminal", "reasoning")
+DEV_SIZE = 100
+
+
+def fresh_tasks(world: World, suite: str, split: str) -> list[Task]:
+    """`dev` (DEV_SIZE tasks times the world's scale) or `fresh` (up to as many as the suite's
+    train split) tasks of `suite` with no instruction of a train or test task, nor of each other;
+    generated on demand, the same every time for one world."""
+    if suite not in FRESH_SUITES:
+        raise ValueError(
+            f"suite {suite!r} has no fresh tasks; these do: {', '.join(FRESH_SUITES)}, tir"
+        )
+    cfg, kb = world.config, world.kb
+    have = {t.instruction for s in ("train", "test") for t in world.task_pools[suite][s]}
+    n_dev, n_fresh = cfg.n(DEV_SIZE, 4), len(world.task_pools[suite]["train"])
+    n = n_dev + n_fresh
+    rng = _rng(cfg, f"fresh:{suite}")
+    if suite == "tool":
+        pool, _ = tool_tasks(rng, kb, 2 * n, 0)
+    elif suite == "search":
+        pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0)
+    elif suite == "terminal":
+        pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0)
+    else:
+        people = [e.name for e in kb.of_type("person")]
+        pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])
+    pool = [t for t in pool if t.instruction not in have]
+    by_family: dict = {}  # distinct instructions, the families (terminal's) taking turns
+    for t in {t.instruction: t for t in reversed(pool)}.values():
+        by_family.setdefault(t.metadata.get("family"), []).append(t)
+    dev = [t for row in zip_longest(*by_family.values()) for t in row if t is not None][:n_dev]
+    if split == "dev":
+        out = dev
+    else:
+        keys = {t.instruction for t in dev}
+        out = [t for t in pool if t.instruction not in keys][:n_fresh]
+    if not out:
+        raise ValueError(f"no {split} {suite} tasks could be drawn beside the train and test ones")
+    for i, t in enumerate(out):
+        t.id, t.split = f"{suite}-{split}-{i:05d}", split
+    return out

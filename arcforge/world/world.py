@@ -118,6 +118,7 @@ class World:
     heldout_docs: list[Doc]
     task_pools: dict[str, dict[str, list[Task]]]
     demos: list[Demo]
+    _fresh: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def corpus(self) -> list[Doc]:
         """The pretraining mixture (web, code, math, junk, near-duplicates), shuffled."""
@@ -133,8 +134,15 @@ class World:
             return [replace(t, kind="tir") for t in self.tasks("reasoning", split)]
         if suite not in self.task_pools:
             raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+        if split in ("dev", "fresh"):  # generated on demand (arcforge.world.build.fresh_tasks)
+            from arcforge.world.build import fresh_tasks
+
+            key = (suite, split)
+            if key not in self._fresh:
+                self._fresh[key] = fresh_tasks(self, suite, split)
+            return list(self._fresh[key])
         if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+            raise ValueError(f"split must be 'train', 'test', 'dev' or 'fresh', got {split!r}")
         return list(self.task_pools[suite][split])
 
     def sft_demos(self, split: str = "train") -> list[Demo]:

@@ -153,3 +153,22 @@ def test_a_config_that_no_longer_matches_the_saved_world_is_refused(smoke_run):
     assert r.returncode == 2
     assert "episodes.tool" in r.stderr and "Traceback" not in r.stderr
     assert (smoke_run / "config.yaml").read_text() == before  # the run dir is left alone
+
+
+def test_agentic_rl_ends_on_its_best_probed_step(smoke_run):
+    """The smoke agentic-RL stage probes dev tasks at steps 0, 1, 2 and its checkpoint holds
+    the weights of the step with the best mean (the start's when none beat it)."""
+    from safetensors.torch import load_file
+
+    out = smoke_run / "agentic_rl"
+    probes = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines()]
+    assert [p["step"] for p in probes] == [0, 1, 2]
+    assert all(0.0 <= p["probe_tool"] <= 1.0 and p["mean"] == p["probe_tool"] for p in probes)
+    kept = max(probes, key=lambda p: (p["mean"], -p["step"]))["step"]
+    summary = json.loads((out / "DONE").read_text())
+    assert summary["kept_step"] == kept and set(summary["probe_mean"]) == {"0", "1", "2"}
+    final = load_file(str(out / "checkpoint" / "model.safetensors"))
+    ref = (load_file(str(out / "probe" / f"best-{kept}.safetensors")) if kept
+           else load_file(str(smoke_run / "rl" / "checkpoint" / "model.safetensors")))  # fmt: skip
+    shared = set(final) & set(ref)
+    assert shared and all(torch.equal(final[k], ref[k]) for k in shared)

@@ -266,3 +266,51 @@ def test_hanging_weight_sync_times_out_with_a_clear_error(tok, tmp_path):
         release.set()
         server.should_exit = True
         thread.join(10)
+
+
+def _fingerprint(model: torch.nn.Module) -> float:
+    return float(sum(v.double().sum() for v in model.state_dict().values()))
+
+
+def scheduled_probe(scores: list[float], seen: list[float]):
+    """A probe whose successive calls report `scores` (a dev-set scorer stands behind it in a
+    stage) and that records the weights it was shown."""
+
+    def probe(model: torch.nn.Module) -> dict[str, float]:
+        seen.append(_fingerprint(model))
+        return {"dev": scores.pop(0)}
+
+    return probe
+
+
+def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
+    """Probes at steps 0..4 report 0.2, 0.5, 0.9, 0.1, 0.3: the stage ends on step 2's weights,
+    also when the run is interrupted after step 3 and resumed by a fresh process."""
+    c = cfg(steps=4, probe={"suites": ["dev"], "every": 1})
+    scores, seen = [0.2, 0.5, 0.9, 0.1, 0.3], []
+    model = make_model(tok)
+    orch, workers = setup(tok, model, c)
+    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id, stop_after=3,
+                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
+    assert saved["best"] == {"step": 2, "score": 0.9} and len(seen) == 4
+    model2 = make_model(tok)
+    orch2, workers2 = setup(tok, model2, c)
+    train_async_rl(model2, orch2, workers2, c, tmp_path, pad_id=tok.pad_token_id,
+                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    assert len(seen) == 5 and len(set(seen)) == 5  # every probe saw other weights
+    assert _fingerprint(model2) == pytest.approx(seen[2], rel=1e-12)  # step 2's, not step 4's
+    rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r["best"] for r in rows] == [True, True, True, False, False]
+    assert [f.name for f in (tmp_path / "probe").iterdir()] == ["best-2.safetensors"]
+
+
+def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
+    c = cfg(steps=2, probe={"suites": ["dev"], "every": 1, "keep_best": False})
+    seen: list[float] = []
+    model = make_model(tok)
+    orch, workers = setup(tok, model, c)
+    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
+                   probe=scheduled_probe([0.9, 0.1, 0.2], seen))  # fmt: skip
+    assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]

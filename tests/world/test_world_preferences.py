@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from arcforge.data.sources import DataError, load_records
+from arcforge.errors import ConfigError
 from arcforge.rewards.rules import rule_reward
 from arcforge.stages.common import world_records
 from arcforge.world.chat import check_constraints
@@ -73,5 +74,5 @@ def test_world_tir_source_is_the_reasoning_problems_as_tir_tasks(world):
             assert env.verify().score == want
     finally:
         env.close()
-    with pytest.raises(ValueError, match="unknown suite"):
+    with pytest.raises(ConfigError, match="world:tirr:test: unknown suite"):
         world_records(world, "tirr", "test")

@@ -45,3 +45,27 @@ def test_demos_use_train_tasks_only(world):
     assert demos and all(d.task_id and d.task_id not in test_ids for d in demos)
     with pytest.raises(ValueError):
         world.sft_demos("test")
+
+
+@pytest.mark.parametrize("suite", ["tool", "search", "terminal", "tir"])
+def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
+    """RL draws `fresh` tasks and a stage probes `dev` ones: neither may repeat an instruction of
+    the train split (SFT showed those), the test split (the report's) or the other."""
+    splits = {s: world.tasks(suite, s) for s in ("train", "test", "dev", "fresh")}
+    assert splits["dev"] and splits["fresh"]
+    instr = {s: {t.instruction for t in ts} for s, ts in splits.items()}
+    for a, b in [("dev", "train"), ("dev", "test"), ("fresh", "train"), ("fresh", "test"),
+                 ("dev", "fresh")]:  # fmt: skip
+        assert instr[a].isdisjoint(instr[b]), (a, b)
+    kind = splits["train"][0].kind
+    for s in ("dev", "fresh"):
+        assert all(t.kind == kind and t.split == s and t.id.endswith(f"-{s}-{i:05d}")
+                   for i, t in enumerate(splits[s]))  # fmt: skip
+        assert [t.id for t in world.tasks(suite, s)] == [t.id for t in splits[s]]  # same again
+    if suite == "terminal":  # the dev set takes every family in turn
+        assert len({t.metadata["family"] for t in splits["dev"]}) >= 5
+
+
+def test_no_fresh_tasks_for_a_suite_without_a_generator(world):
+    with pytest.raises(ValueError, match="has no fresh tasks"):
+        world.tasks("swe", "dev")
