@@ -25,6 +25,7 @@ from rich.progress import (
 )
 
 _console = Console(stderr=True)
+_active: Progress | None = None  # the live bar, which nested loops join (rich allows one)
 
 
 class _Handle:
@@ -49,8 +50,16 @@ class _Handle:
 @contextmanager
 def progress(total: int, desc: str, start: int = 0) -> Iterator[_Handle]:
     """A progress handle for a loop of `total` items, starting at `start` (resume)."""
+    global _active
     if os.environ.get("ARCFORGE_PROGRESS", "1") == "0" or not _console.is_terminal:
         yield _Handle(total, desc, start, None)
+        return
+    if _active is not None:  # inside another bar (a probe within a training loop): a second row
+        handle = _Handle(total, desc, start, _active)
+        try:
+            yield handle
+        finally:
+            _active.remove_task(handle.task)
         return
     bar = Progress(
         TextColumn("[bold]{task.description}"),
@@ -64,4 +73,8 @@ def progress(total: int, desc: str, start: int = 0) -> Iterator[_Handle]:
         transient=False,
     )
     with bar:
-        yield _Handle(total, desc, start, bar)
+        _active = bar
+        try:
+            yield _Handle(total, desc, start, bar)
+        finally:
+            _active = None

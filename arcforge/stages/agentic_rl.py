@@ -23,6 +23,7 @@ from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import save_checkpoint
 from arcforge.pipeline import RunContext, register_stage
+from arcforge.progress import progress
 from arcforge.rollout.envservice import EnvServiceError, http_service, local_service
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.stages.common import model_for_stage
@@ -75,10 +76,12 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
 
     def probe(model) -> dict[str, float]:
         engine = LocalEngine(model, pad_token_id=pad, max_batch=ctx.cfg.eval.batch_size)
-        out = {}
-        for suite, ts in tasks.items():
-            trajs = run_episodes(engine, tok, factory, ts, acfg)
-            out[suite] = sum(tr.reward >= 1.0 for tr in trajs) / len(trajs)
+        out: dict[str, float] = {}
+        with progress(len(tasks), "dev probe") as bar:
+            for suite, ts in tasks.items():
+                trajs = run_episodes(engine, tok, factory, ts, acfg)
+                out[suite] = sum(tr.reward >= 1.0 for tr in trajs) / len(trajs)
+                bar.update(len(out), **{suite: out[suite]})
         return out
 
     return probe
