@@ -286,7 +286,8 @@ def scheduled_probe(scores: list[float], seen: list[float]):
 def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
     """Probes at steps 0..4 report 0.2, 0.5, 0.9, 0.1, 0.3: the stage ends on step 2's weights,
     also when the run is interrupted after step 3 and resumed by a fresh process."""
-    c = cfg(steps=4, probe={"suites": ["dev"], "every": 1})
+    # 4 groups of 8 a step: a step whose every group got one reward (no update) is unlikely
+    c = cfg(steps=4, groups_per_step=4, group_size=8, probe={"suites": ["dev"], "every": 1})
     scores, seen = [0.2, 0.5, 0.9, 0.1, 0.3], []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
