@@ -196,10 +196,10 @@ FRESH_SUITES = ("tool", "search", "terminal", "reasoning")
 DEV_SIZE = 100
 
 
-def fresh_tasks(world: World, suite: str, split: str) -> list[Task]:
-    """`dev` (DEV_SIZE tasks times the world's scale) or `fresh` (up to as many as the suite's
-    train split) tasks of `suite` with no instruction of a train or test task, nor of each other;
-    generated on demand, the same every time for one world."""
+def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
+    """{"dev": DEV_SIZE tasks times the world's scale, "fresh": up to as many as the suite's
+    train split} of `suite`, with no instruction of a train or test task, nor of each other;
+    generated on demand (both from one draw), the same every time for one world."""
     if suite not in FRESH_SUITES:
         raise ValueError(
             f"suite {suite!r} has no fresh tasks; these do: {', '.join(FRESH_SUITES)}, tir"
@@ -223,13 +223,13 @@ def fresh_tasks(world: World, suite: str, split: str) -> list[Task]:
     for t in {t.instruction: t for t in reversed(pool)}.values():
         by_family.setdefault(t.metadata.get("family"), []).append(t)
     dev = [t for row in zip_longest(*by_family.values()) for t in row if t is not None][:n_dev]
-    if split == "dev":
-        out = dev
-    else:
-        keys = {t.instruction for t in dev}
-        out = [t for t in pool if t.instruction not in keys][:n_fresh]
-    if not out:
-        raise ValueError(f"no {split} {suite} tasks could be drawn beside the train and test ones")
-    for i, t in enumerate(out):
-        t.id, t.split = f"{suite}-{split}-{i:05d}", split
+    keys = {t.instruction for t in dev}
+    out = {"dev": dev, "fresh": [t for t in pool if t.instruction not in keys][:n_fresh]}
+    for split, tasks in out.items():
+        if not tasks:
+            raise ValueError(
+                f"no {split} {suite} tasks could be drawn beside the train and test ones"
+            )
+        for i, t in enumerate(tasks):
+            t.id, t.split = f"{suite}-{split}-{i:05d}", split
     return out

@@ -137,10 +137,9 @@ class World:
         if split in ("dev", "fresh"):  # generated on demand (arcforge.world.build.fresh_tasks)
             from arcforge.world.build import fresh_tasks
 
-            key = (suite, split)
-            if key not in self._fresh:
-                self._fresh[key] = fresh_tasks(self, suite, split)
-            return list(self._fresh[key])
+            if suite not in self._fresh:
+                self._fresh[suite] = fresh_tasks(self, suite)
+            return list(self._fresh[suite][split])
         if split not in ("train", "test"):
             raise ValueError(f"split must be 'train', 'test', 'dev' or 'fresh', got {split!r}")
         return list(self.task_pools[suite][split])
