@@ -3,12 +3,16 @@
 Tools answer from the same knowledge base and pages the corpus was rendered from, so a model
 that calls them gets ground truth. Failures come back as strings starting with "error:" that
 name the problem (unknown entity, unknown relation, bad expression): tool errors are
-observations for the model, never exceptions.
+observations for the model, never exceptions. Like a real API's "did you mean", an unknown
+entity comes back with the closest known names (difflib's ratio, the standard library's fuzzy
+match), and an unknown relation with the entity's relations, so a wrong call can be repaired
+from the observation alone.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import operator
 import re
 
@@ -63,6 +67,14 @@ def _norm(s: str) -> str:
 def make_tools(kb: KB, pages: list[Page]) -> dict[str, Tool]:
     """Build the world's tool set bound to `kb` and `pages`."""
     names = {_norm(e.name): e.name for e in kb.entities}
+
+    def did_you_mean(entity: str) -> str:
+        close = difflib.get_close_matches(_norm(entity), list(names), n=3, cutoff=0.6)
+        if not close:
+            return "check the spelling of the name"
+        *rest, last = [repr(names[c]) for c in close]  # closest first
+        return f"did you mean {', '.join(rest) + ' or ' if rest else ''}{last}?"
+
     by_id = {p.id: p for p in pages}
     title_tokens = [(p, set(re.findall(r"\w+", p.title.lower()))) for p in pages]
 
@@ -75,7 +87,7 @@ def make_tools(kb: KB, pages: list[Page]) -> dict[str, Tool]:
         """
         name = names.get(_norm(str(entity)))
         if name is None:
-            return f"error: unknown entity {entity!r}; check the spelling of the name"
+            return f"error: unknown entity {entity!r}; {did_you_mean(str(entity))}"
         value = kb.get(name, str(relation).strip())
         if value is None:
             known = ", ".join(sorted(t.relation for t in kb.out.get(name, [])))

@@ -19,6 +19,22 @@ def test_lookup_errors(world):
     assert out.startswith("error:") and "birthplace" in out and "born_in" in out
 
 
+def test_unknown_entity_suggests_the_closest_known_names(world):
+    lookup = world.tools()["lookup"].fn
+    names = [e.name for e in world.kb.of_type("person")][:20]
+    for name in names:
+        typo = name[:2] + name[3:]  # one letter dropped
+        out = lookup(typo, "born_in")
+        assert out.startswith(f"error: unknown entity {typo!r}; did you mean "), out
+        shown = out.split("did you mean ", 1)[1].rstrip("?")
+        assert repr(name) in shown, (typo, out)  # the real name is offered...
+        assert shown.count("'") <= 6  # ...among at most three
+        # and a repaired call goes through
+        assert not lookup(name, "born_in").startswith("error:")
+    out = lookup("Zzqx Wvvq", "born_in")  # nothing close: no guesses
+    assert out == "error: unknown entity 'Zzqx Wvvq'; check the spelling of the name"
+
+
 def test_calculator_is_safe_and_correct():
     assert calculate("(23 + 45) * 3") == "204"
     assert calculate("7 / 2") == "3.5"
