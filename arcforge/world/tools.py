@@ -67,9 +67,10 @@ def _norm(s: str) -> str:
 def make_tools(kb: KB, pages: list[Page]) -> dict[str, Tool]:
     """Build the world's tool set bound to `kb` and `pages`."""
     names = {_norm(e.name): e.name for e in kb.entities}
+    known = list(names)  # difflib's candidates, built once rather than on every bad call
 
     def did_you_mean(entity: str) -> str:
-        close = difflib.get_close_matches(_norm(entity), list(names), n=3, cutoff=0.6)
+        close = difflib.get_close_matches(_norm(entity), known, n=3, cutoff=0.6)
         if not close:
             return "check the spelling of the name"
         *rest, last = [repr(names[c]) for c in close]  # closest first
