@@ -132,7 +132,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
                                            cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
         "code": code_tasks(_rng(cfg, "code_tasks"), cfg.n(t.code[0]), cfg.n(t.code[1])),
         "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
-                                   cfg.n(t.terminal[0]), cfg.n(t.terminal[1])),
+                                   cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
+                                   cfg.terminal_fresh_slots),
         "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1])),
         "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1])),
     }  # fmt: skip
@@ -214,7 +215,8 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     elif suite == "search":
         pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0)
     elif suite == "terminal":
-        pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0)
+        pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
+                                 cfg.terminal_fresh_slots)  # fmt: skip
     else:
         people = [e.name for e in kb.of_type("person")]
         pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])

@@ -159,9 +159,11 @@ def code_tasks(rng: random.Random, n_train: int, n_test: int) -> Split:
     return _finish("code", pools[0], "train"), _finish("code", pools[1], "test")
 
 
-def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int) -> Split:
+def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int,
+                   fresh: float = 0.0) -> Split:  # fmt: skip
     """Per family, a quarter of its distinct instructions (at least one, at most its share of
-    `n_test`) is held out; train tasks use the rest. Train tasks may repeat an instruction
+    `n_test`) is held out; train tasks use the rest (`fresh`: the chance of a made-up value in
+    each open slot, `make_scenario`). Train tasks may repeat an instruction
     with other files (the command is the same, the expected output is not); no instruction is
     in both splits. Both splits interleave the families, so any prefix covers them all."""
 
@@ -171,7 +173,8 @@ def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: in
     by_family: list[tuple[list[Task], list[Task]]] = []
     for fam, k_train, k_test in zip(FAMILIES, even(n_train), even(n_test)):
         drawn = [
-            _terminal_task(make_scenario(rng, names, fam)) for _ in range(2 * (k_train + k_test))
+            _terminal_task(make_scenario(rng, names, fam, fresh))
+            for _ in range(2 * (k_train + k_test))
         ]
         keys = list(dict.fromkeys(t.instruction for t in drawn))  # distinct, in draw order
         held = set(keys[: min(k_test, max(1, len(keys) // 4))])

@@ -13,6 +13,12 @@ a new combination of parts that training showed, with new file contents. In the 
 (extract_lines, replace_word) the word to act on is a fresh made-up token that has to be
 copied from the instruction into the command. Before, every instruction but those two
 families' was constant, so a split by distinct instruction left them alone in the test suite.
+
+With `fresh` > 0 (world option `terminal_fresh_slots`), each open slot (directory, output file,
+keyword, CSV file and columns) takes a made-up value with that chance. After SFT on closed
+slots the demo model wrote the right family's command with the slots train tasks usually had
+(`out.txt` for most output files; 103 of the 179 wrong words it wrote occur in train
+instructions, session 17): values that never repeat leave copying as the only way to fit them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,23 @@ FAMILIES = ("count_matching", "sum_column", "rename_ext", "largest_file", "extra
             "replace_word", "sort_by_prefix")  # fmt: skip
 COPY_FAMILIES = ("extract_lines", "replace_word")  # a fresh token is copied into the command
 LOG_WORDS = ["INFO", "WARN", "DEBUG"]
+
+
+def _slot(rng: random.Random, nb: NameBank, values: list[str], fresh: float,
+          make: Callable[[str], str] = str) -> str:  # fmt: skip
+    """One of `values`, or with probability `fresh` a made-up one (`make` of a fresh token).
+    With `fresh` 0 no random number is drawn, so a world without fresh slots stays as it was."""
+    if fresh and rng.random() < fresh:
+        return make(nb.token())
+    return rng.choice(values)
+
+
+def _upper(tok: str) -> str:
+    return tok.upper()
+
+
+def _txt(tok: str) -> str:
+    return f"{tok}.txt"
 
 
 @dataclass
@@ -48,12 +71,12 @@ def _file_is(out: str, value: object) -> str:
     return f'[ -f {out} ] && [ "$(tr -d "[:space:]" < {out})" = "{value}" ]'
 
 
-def _count_matching(rng: random.Random, nb: NameBank) -> Scenario:
-    d = rng.choice(["data", "logs", "var/log", "runs"])
+def _count_matching(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    d = _slot(rng, nb, ["data", "logs", "var/log", "runs"], fresh)
     ext = rng.choice(["log", "out"])
     other = "out" if ext == "log" else "log"
-    key = rng.choice(["ERROR", "FATAL", "TIMEOUT", "PANIC"])
-    out = rng.choice(["out.txt", "count.txt", "result.txt", "answer.txt"])
+    key = _slot(rng, nb, ["ERROR", "FATAL", "TIMEOUT", "PANIC"], fresh, _upper)
+    out = _slot(rng, nb, ["out.txt", "count.txt", "result.txt", "answer.txt"], fresh, _txt)
     init, hits = [f"mkdir -p {d}/old"], 0
     for i in range(rng.randint(4, 9)):
         lines = [f"{rng.choice(LOG_WORDS)} {nb.token()} step {j}" for j in range(rng.randint(2, 5))]
@@ -70,11 +93,14 @@ def _count_matching(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("count_matching", ins, "\n".join(init), _file_is(out, hits), sol, f"ls -R {d}")
 
 
-def _sum_column(rng: random.Random, nb: NameBank) -> Scenario:
-    f = rng.choice(["sales.csv", "orders.csv", "stock.csv", "costs.csv"])
+def _sum_column(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    f = _slot(rng, nb, ["sales.csv", "orders.csv", "stock.csv", "costs.csv"], fresh,
+              lambda t: f"{t}.csv")  # fmt: skip
     cols = rng.sample(["qty", "price", "weight", "units"], rng.randint(2, 3))
+    if fresh:
+        cols = [_slot(rng, nb, [c], fresh) for c in cols]
     col = rng.choice(cols)
-    out = rng.choice(["total.txt", "sum.txt", "out.txt"])
+    out = _slot(rng, nb, ["total.txt", "sum.txt", "out.txt"], fresh, _txt)
     rows = [
         [nb.token()] + [str(rng.randint(1, 400)) for _ in cols] for _ in range(rng.randint(4, 9))
     ]
@@ -89,8 +115,8 @@ def _sum_column(rng: random.Random, nb: NameBank) -> Scenario:
 _EXT_PAIRS = [("txt", "md"), ("log", "bak"), ("md", "txt"), ("csv", "tsv"), ("htm", "html")]
 
 
-def _rename_ext(rng: random.Random, nb: NameBank) -> Scenario:
-    d = rng.choice(["docs", "notes", "pages", "drafts"])
+def _rename_ext(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    d = _slot(rng, nb, ["docs", "notes", "pages", "drafts"], fresh)
     a, b = rng.choice(_EXT_PAIRS)
     names = [nb.token() for _ in range(rng.randint(3, 6))]
     init = [f"mkdir -p {d}"] + [_put(f"{d}/{n}.{a}", [f"note {n}"]) for n in names]
@@ -102,12 +128,12 @@ def _rename_ext(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("rename_ext", ins, "\n".join(init), ver, sol, f"ls {d}")
 
 
-def _largest_file(rng: random.Random, nb: NameBank) -> Scenario:
-    d = rng.choice(["store", "cache", "blobs", "media"])
+def _largest_file(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    d = _slot(rng, nb, ["store", "cache", "blobs", "media"], fresh)
     which = rng.choice(["largest", "smallest"])
     ext = rng.choice(["bin", "dat", "img"])
     other = {"bin": "dat", "dat": "img", "img": "bin"}[ext]
-    out = rng.choice(["answer.txt", "out.txt", "name.txt"])
+    out = _slot(rng, nb, ["answer.txt", "out.txt", "name.txt"], fresh, _txt)
     sizes = rng.sample(range(20, 400), rng.randint(3, 7))
     names = [f"{nb.token()}.{ext}" for _ in sizes]
     init = [f"mkdir -p {d}/a {d}/b"]
@@ -125,9 +151,9 @@ def _largest_file(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("largest_file", ins, "\n".join(init), _file_is(out, best), sol, f"ls -lR {d}")
 
 
-def _extract_lines(rng: random.Random, nb: NameBank) -> Scenario:
-    f = rng.choice(["notes.txt", "log.txt", "items.txt"])
-    out = rng.choice(["result.txt", "lines.txt", "out.txt"])
+def _extract_lines(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    f = _slot(rng, nb, ["notes.txt", "log.txt", "items.txt"], fresh, _txt)
+    out = _slot(rng, nb, ["result.txt", "lines.txt", "out.txt"], fresh, _txt)
     key = nb.token()
     pool = [nb.token() for _ in range(4)]
     lines = []
@@ -144,8 +170,8 @@ def _extract_lines(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("extract_lines", ins, _put(f, lines), ver, sol, f"cat {f}")
 
 
-def _replace_word(rng: random.Random, nb: NameBank) -> Scenario:
-    d = rng.choice(["conf", "settings", "config"])
+def _replace_word(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    d = _slot(rng, nb, ["conf", "settings", "config"], fresh)
     ext = rng.choice(["cfg", "ini"])
     old, new = nb.token(), nb.token()
     files = [f"{d}/{nb.token()}.{ext}" for _ in range(rng.randint(2, 4))]
@@ -157,9 +183,9 @@ def _replace_word(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("replace_word", ins, "\n".join(init), ver, sol, f"cat {d}/*.{ext}")
 
 
-def _sort_by_prefix(rng: random.Random, nb: NameBank) -> Scenario:
-    src = rng.choice(["inbox", "incoming", "downloads"])
-    dest = rng.choice(["sorted", "by_type", "archive"])
+def _sort_by_prefix(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
+    src = _slot(rng, nb, ["inbox", "incoming", "downloads"], fresh)
+    dest = _slot(rng, nb, ["sorted", "by_type", "archive"], fresh)
     prefixes = rng.sample(["img", "doc", "aud", "vid", "log", "tmp"], 2)
     files = [(p, f"{p}_{nb.token()}.dat") for p in prefixes for _ in range(rng.randint(1, 3))]
     init = [f"mkdir -p {src}"] + [f"echo {f} > {src}/{f}" for _, f in files]
@@ -171,12 +197,16 @@ def _sort_by_prefix(rng: random.Random, nb: NameBank) -> Scenario:
     return Scenario("sort_by_prefix", ins, "\n".join(init), ver, sol, f"ls {src}")
 
 
-_MAKERS: dict[str, Callable[[random.Random, NameBank], Scenario]] = {
+_MAKERS: dict[str, Callable[[random.Random, NameBank, float], Scenario]] = {
     "count_matching": _count_matching, "sum_column": _sum_column, "rename_ext": _rename_ext,
     "largest_file": _largest_file, "extract_lines": _extract_lines,
     "replace_word": _replace_word, "sort_by_prefix": _sort_by_prefix,
 }  # fmt: skip
 
 
-def make_scenario(rng: random.Random, names: NameBank, family: str | None = None) -> Scenario:
-    return _MAKERS[family or rng.choice(FAMILIES)](rng, names)
+def make_scenario(rng: random.Random, names: NameBank, family: str | None = None,
+                  fresh: float = 0.0) -> Scenario:  # fmt: skip
+    """A scenario of `family` (default: a random one); `fresh` is the chance that each
+    open slot (directory, output file, keyword, CSV file and columns) takes a made-up value
+    instead of one of the family's few usual ones."""
+    return _MAKERS[family or rng.choice(FAMILIES)](rng, names, fresh)

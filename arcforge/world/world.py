@@ -80,6 +80,7 @@ class WorldConfig:
     code_to_web: float = 0.4  # code chars per web char (web 50%, code 20%, math 30%)
     math_to_web: float = 0.6
     copy_drills: float = 0.0  # copy-drill chars per web char (arcforge.world.drills)
+    terminal_fresh_slots: float = 0.0  # chance of a made-up value per terminal task slot
     junk_frac: float = 0.05
     dup_frac: float = 0.05
     heldout_math: int = 300

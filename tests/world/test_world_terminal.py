@@ -42,3 +42,36 @@ def test_every_family_is_held_out_by_instruction(world):
         # solution name the slots the instruction names
         assert t.metadata["look"].split()[-1].rstrip("/").split("/")[0] in t.instruction
         assert t.difficulty == (0.75 if t.metadata["family"] in COPY_FAMILIES else 0.5)
+
+
+def test_fresh_slots_take_made_up_values_that_the_oracle_and_verifier_use(tmp_path):
+    import random
+
+    from arcforge.world.names import NameBank
+    from arcforge.world.terminal import make_scenario
+
+    usual = {"data", "logs", "runs", "ERROR", "FATAL", "out.txt", "answer.txt", "sales.csv",
+             "price", "docs", "notes", "store", "cache", "conf", "inbox", "archive"}  # fmt: skip
+    rng, nb = random.Random(3), NameBank(random.Random(4))
+    for fam in FAMILIES:
+        closed = make_scenario(random.Random(5), NameBank(random.Random(6)), fam)
+        # fresh 0 draws exactly what the family always drew (no extra random numbers)
+        again = make_scenario(random.Random(5), NameBank(random.Random(6)), fam, 0.0)
+        assert again == closed
+        made_up = 0
+        for i in range(6):
+            s = make_scenario(rng, nb, fam, 1.0)
+            words = set(s.instruction.replace("/", " ").rstrip(".").split())
+            assert not words & usual, (fam, s.instruction)
+            fresh = {u.lower() for u in nb.used_words}
+            made_up += any(w.removesuffix(".txt").removesuffix(".csv").lower() in fresh
+                           for w in words)  # fmt: skip
+            if i == 0:  # the oracle and the verifier name the made-up slots too
+                for with_solution in (True, False):
+                    d = tmp_path / f"{fam}-{with_solution}"
+                    d.mkdir()
+                    assert _run("set -e\n" + s.init_script, d) == 0
+                    if with_solution:
+                        assert _run(s.solution, d) == 0
+                    assert (_run(s.verify_script, d) == 0) is with_solution, fam
+        assert made_up == 6, fam
