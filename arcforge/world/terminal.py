@@ -44,10 +44,6 @@ def _slot(rng: random.Random, nb: NameBank, values: list[str], fresh: float,
     return rng.choice(values)
 
 
-def _upper(tok: str) -> str:
-    return tok.upper()
-
-
 def _txt(tok: str) -> str:
     return f"{tok}.txt"
 
@@ -75,7 +71,7 @@ def _count_matching(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Sce
     d = _slot(rng, nb, ["data", "logs", "var/log", "runs"], fresh)
     ext = rng.choice(["log", "out"])
     other = "out" if ext == "log" else "log"
-    key = _slot(rng, nb, ["ERROR", "FATAL", "TIMEOUT", "PANIC"], fresh, _upper)
+    key = _slot(rng, nb, ["ERROR", "FATAL", "TIMEOUT", "PANIC"], fresh, str.upper)
     out = _slot(rng, nb, ["out.txt", "count.txt", "result.txt", "answer.txt"], fresh, _txt)
     init, hits = [f"mkdir -p {d}/old"], 0
     for i in range(rng.randint(4, 9)):
@@ -98,7 +94,7 @@ def _sum_column(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenari
               lambda t: f"{t}.csv")  # fmt: skip
     cols = rng.sample(["qty", "price", "weight", "units"], rng.randint(2, 3))
     if fresh:
-        cols = [_slot(rng, nb, [c], fresh) for c in cols]
+        cols = [nb.token() if rng.random() < fresh else c for c in cols]
     col = rng.choice(cols)
     out = _slot(rng, nb, ["total.txt", "sum.txt", "out.txt"], fresh, _txt)
     rows = [
