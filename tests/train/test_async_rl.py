@@ -308,7 +308,10 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
 
 
 def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
-    c = cfg(steps=2, probe={"suites": ["dev"], "every": 1, "keep_best": False})
+    # 4 groups of 8 a step, as above: with 2 groups of 4 both steps can draw uniform rewards
+    # in every group, leave the weights as they were and fail the last assertion
+    c = cfg(steps=2, groups_per_step=4, group_size=8,
+            probe={"suites": ["dev"], "every": 1, "keep_best": False})  # fmt: skip
     seen: list[float] = []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
