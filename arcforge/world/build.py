@@ -32,6 +32,7 @@ from arcforge.world.pages import Page, render_pages
 from arcforge.world.repos import Repo, make_repo
 from arcforge.world.suites import (
     chat_tasks,
+    code_pool,
     code_tasks,
     long_context_tasks,
     reasoning_tasks,
@@ -130,7 +131,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
         "long_context": long_context_tasks(kb, pages, cfg.long_context_chars, cfg.seed,
                                            cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
-        "code": code_tasks(_rng(cfg, "code_tasks"), cfg.n(t.code[0]), cfg.n(t.code[1])),
+        "code": code_tasks(_rng(cfg, "code_tasks"), cfg.n(t.code[0]), cfg.n(t.code[1]),
+                           NameBank(_rng(cfg, "code_names")), cfg.code_fresh_names),
         "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
                                    cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
                                    cfg.terminal_fresh_slots),
@@ -193,7 +195,7 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
 # instruction of a train or held-out task. The world's train tasks are all shown in SFT (demos,
 # expert episodes), so RL on them rewards recall; `fresh` tasks give RL new items of the same
 # kind, and `dev` ones (a disjoint set) let a stage pick its checkpoint without touching `test`.
-FRESH_SUITES = ("tool", "search", "terminal", "reasoning")
+FRESH_SUITES = ("tool", "search", "terminal", "code", "reasoning")
 DEV_SIZE = 100
 
 
@@ -217,6 +219,11 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     elif suite == "terminal":
         pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
                                  cfg.terminal_fresh_slots)  # fmt: skip
+    elif suite == "code":  # the train split's templates and names; never a held-out variant
+        seen = sorted({(t.metadata["template"], t.metadata["entry_point"])
+                       for t in world.task_pools["code"]["train"]})  # fmt: skip
+        pool = code_pool(rng, seen, 2 * n, NameBank(_rng(cfg, "fresh:code_names")),
+                         cfg.code_fresh_names)  # fmt: skip
     else:
         people = [e.name for e in kb.of_type("person")]
         pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])

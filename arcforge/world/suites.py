@@ -149,14 +149,36 @@ def code_task(rng: random.Random, key: str, name: str) -> Task:
                 metadata={"entry_point": name, "solution": src, "template": key})  # fmt: skip
 
 
-def code_tasks(rng: random.Random, n_train: int, n_test: int) -> Split:
+def code_pool(rng: random.Random, variants: list[tuple[str, str]], n: int,
+              names: NameBank | None = None, fresh: float = 0.0) -> list[Task]:  # fmt: skip
+    """Up to `n` distinct code tasks of the given (template, name) variants. With `fresh` > 0 a
+    task is named, with that chance, by a made-up identifier from `names` (whose own rng draws
+    it, so `rng`'s draws stay as they were)."""
+    known = {nm for t in TEMPLATES for nm in t.names}
+
+    def make() -> Task:
+        key, name = rng.choice(variants)
+        if fresh and names is not None and names.rng.random() < fresh:
+            name = "_".join(names.token() for _ in range(names.rng.randint(1, 2)))
+            if name in known:  # never one of a template's real names (a held-out one)
+                name += "_fn"
+        return code_task(rng, key, name)
+
+    return _distinct(make, n)
+
+
+def code_tasks(rng: random.Random, n_train: int, n_test: int, names: NameBank | None = None,
+               fresh: float = 0.0) -> Split:  # fmt: skip
+    """Train tasks use three quarters of the (template, name) variants, test tasks the rest.
+    With `fresh` > 0 (world option `code_fresh_names`) train tasks may carry made-up names
+    (`code_pool`): a model then learns to copy the name it is asked for rather than recall one
+    name per docstring, which a held-out name needs."""
     variants = [(t.key, n) for t in TEMPLATES for n in t.names]
     rng.shuffle(variants)
     n_held = max(1, len(variants) // 4)
     held, seen = variants[:n_held], variants[n_held:]
-    pools = [_distinct(lambda vs=vs: code_task(rng, *rng.choice(vs)), n)
-             for vs, n in ((seen, n_train), (held, n_test))]  # fmt: skip
-    return _finish("code", pools[0], "train"), _finish("code", pools[1], "test")
+    train = code_pool(rng, seen, n_train, names, fresh)
+    return _finish("code", train, "train"), _finish("code", code_pool(rng, held, n_test), "test")
 
 
 def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int,

@@ -81,6 +81,7 @@ class WorldConfig:
     math_to_web: float = 0.6
     copy_drills: float = 0.0  # copy-drill chars per web char (arcforge.world.drills)
     terminal_fresh_slots: float = 0.0  # chance of a made-up value per terminal task slot
+    code_fresh_names: float = 0.0  # chance of a made-up function name per code train task
     junk_frac: float = 0.05
     dup_frac: float = 0.05
     heldout_math: int = 300

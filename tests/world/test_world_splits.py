@@ -47,7 +47,7 @@ def test_demos_use_train_tasks_only(world):
         world.sft_demos("test")
 
 
-@pytest.mark.parametrize("suite", ["tool", "search", "terminal", "tir"])
+@pytest.mark.parametrize("suite", ["tool", "search", "terminal", "code", "tir"])
 def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
     """RL draws `fresh` tasks and a stage probes `dev` ones: neither may repeat an instruction of
     the train split (SFT showed those), the test split (the report's) or the other."""
