@@ -96,9 +96,11 @@ def _episodes(world, ctx: RunContext | None, suite: str, kinds: list[str] | None
                                   counts, acfg, kinds, seed=wc.seed)  # fmt: skip
     for k, st in stats.items():
         if not st.get("cached"):
+            split = st.get("split_by_compaction", 0)
             print(f"[world] expert episodes {k}: {st['conversations']}/"
-                  f"{st['conversations_requested']} conversations, rejected {st['rejected']}, "
-                  f"{st['seconds']:.0f}s")  # fmt: skip
+                  f"{st['conversations_requested']} conversations"
+                  f"{f' ({split} episodes split in two by compaction)' if split else ''}, "
+                  f"rejected {st['rejected']}, {st['seconds']:.0f}s")  # fmt: skip
     return demos
 
 
