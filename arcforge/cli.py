@@ -187,8 +187,16 @@ def eval_(
     target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
     suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
     config: Path = typer.Option(None, help="Run config for the world and eval settings."),
+    episodes: Path = typer.Option(
+        None,
+        help="Checkpoint target: write every agent-suite episode to DIR/<suite>.jsonl "
+        "(a run dir always writes them to RUN/eval/<stage>/).",
+    ),
 ) -> None:
-    """Evaluate a checkpoint (or every stage of a run) on the held-out suites."""
+    """Evaluate a checkpoint (or every stage of a run) on the held-out suites.
+
+    Agent suites also count each episode's first failing step (solved, parse_error,
+    tool_error, env_error, wrong_answer, max_turns, context, length)."""
     import json
 
     from arcforge.config import load_config
@@ -215,11 +223,12 @@ def eval_(
     from arcforge.stages import build_world_from_cfg
 
     set_run_device(cfg.device)
-    res = evaluate_checkpoint(target, build_world_from_cfg(cfg), cfg.eval, names)
+    res = evaluate_checkpoint(
+        target, build_world_from_cfg(cfg), cfg.eval, names, episodes_dir=episodes
+    )
+    keys = ("score", "ci", "n", "outcomes")
     typer.echo(
-        json.dumps(
-            {k: {kk: v[kk] for kk in ("score", "ci", "n")} for k, v in res.items()}, indent=1
-        )
+        json.dumps({k: {kk: v[kk] for kk in keys if kk in v} for k, v in res.items()}, indent=1)
     )
 
 

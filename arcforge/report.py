@@ -36,7 +36,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
     if not cfg_path.exists():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
-    stages, matrix, items = [], {}, {}
+    stages, matrix, items, outcomes = [], {}, {}, {}
     for s in cfg.get("stages", []):
         name = s["name"]
         done = run_dir / name / "DONE"
@@ -54,6 +54,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
                 }
                 if r.get("scores"):
                     items.setdefault(suite, {})[name] = r["scores"]
+                if r.get("outcomes"):
+                    outcomes.setdefault(suite, {})[name] = r["outcomes"]
                 if r.get("reused_from"):
                     info.setdefault("eval_reused_from", r["reused_from"])
     return {
@@ -62,6 +64,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "stages": stages,
         "changes": changes(matrix, [s["name"] for s in stages], items),
         "forgetting": forgetting(matrix, stages),
+        "outcomes": outcomes,
     }
 
 
@@ -318,6 +321,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
             f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"
         )
     lines += _forgetting_md(rep.get("forgetting", []))
+    lines += _outcomes_md(rep.get("outcomes", {}), order)
     lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
     for s in rep["stages"]:
         extra = {
@@ -333,6 +337,29 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}](plots/{p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _outcomes_md(outcomes: dict[str, dict[str, dict[str, int]]], order: list[str]) -> list[str]:
+    """Agent suites: how each stage's greedy episodes ended (their first failing step)."""
+    from arcforge.eval.failures import OUTCOMES
+
+    if not outcomes:
+        return []
+    out = [
+        "",
+        "## Where agent episodes fail",
+        "",
+        "Each held-out episode counted once, under its first failing step (arcforge.eval.failures); "
+        "the episodes are in `eval/<stage>/<suite>.jsonl`.",
+        "",
+        "| suite | stage | " + " | ".join(OUTCOMES) + " |",
+        "|---|---|" + "---|" * len(OUTCOMES),
+    ]
+    for suite, by in outcomes.items():
+        for stage in [s for s in order if s in by]:
+            cells = " | ".join(str(by[stage].get(k, 0)) for k in OUTCOMES)
+            out.append(f"| {suite} | {stage} | {cells} |")
+    return out
 
 
 def _forgetting_md(rows: list[dict]) -> list[str]:

@@ -3,7 +3,9 @@
 `evaluate_checkpoint` loads one checkpoint and runs the configured suites on held-out tasks;
 `evaluate_run` does that for every finished stage of a run and caches each stage's results in
 `RUN_DIR/eval/<stage>.json` (a rerun only evaluates what is missing). Each result is
-`{"score", "ci": [lo, hi], "n", "scores", "examples", "settings", "weights"}`, where `weights`
+`{"score", "ci": [lo, hi], "n", "scores", "examples", "settings", "weights"}` (agent suites add
+`outcomes`, each episode's first failing step counted, and write every episode to
+`RUN_DIR/eval/<stage>/<suite>.jsonl`: arcforge.eval.failures), where `weights`
 fingerprints the checkpoint's safetensors: evaluation is seeded, so a stage whose weights equal
 an evaluated stage's (an RL stage whose every group had equal rewards makes no update) reuses
 those results, marked `reused_from`, instead of running the suites again. `settings` records
@@ -96,9 +98,17 @@ def _reusable(out_dir: Path, fingerprint: str, stage: str, cfg: EvalCfg) -> dict
 
 
 def evaluate_checkpoint(
-    ckpt: Path, world: Any, cfg: EvalCfg, suites: list[str] | None = None, desc: str = "eval"
+    ckpt: Path,
+    world: Any,
+    cfg: EvalCfg,
+    suites: list[str] | None = None,
+    desc: str = "eval",
+    episodes_dir: Path | None = None,
 ) -> dict[str, dict]:
-    """Run `suites` (default: cfg.suites) on one checkpoint; returns {suite: result}."""
+    """Run `suites` (default: cfg.suites) on one checkpoint; returns {suite: result}.
+
+    Agent suites add `outcomes` (arcforge.eval.failures) to their result and, with
+    `episodes_dir`, write every episode to `episodes_dir/<suite>.jsonl`."""
     names = suites or cfg.suites
     check_suites(names)
     torch.manual_seed(cfg.seed)
@@ -115,6 +125,12 @@ def evaluate_checkpoint(
                 "seconds": round(time.time() - t0, 2),
                 "settings": eval_settings(cfg, name),
             }
+            if out.outcomes is not None:
+                results[name]["outcomes"] = out.outcomes
+            if episodes_dir is not None and out.episodes:
+                episodes_dir.mkdir(parents=True, exist_ok=True)
+                lines = "".join(json.dumps(e, default=str) + "\n" for e in out.episodes)
+                (episodes_dir / f"{name}.jsonl").write_text(lines)
             bar.update(i + 1)
     return results
 
@@ -151,7 +167,12 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
             todo = [s for s in missing if s not in reused]
             if todo:
                 new = evaluate_checkpoint(
-                    ckpt, ctx.world, ctx.cfg.eval, todo, desc=f"eval {stage.name}"
+                    ckpt,
+                    ctx.world,
+                    ctx.cfg.eval,
+                    todo,
+                    desc=f"eval {stage.name}",
+                    episodes_dir=out_dir / stage.name,
                 )
                 have.update({s: {**r, "weights": fp} for s, r in new.items()})
             cache.write_text(json.dumps(have, indent=1))

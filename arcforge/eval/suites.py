@@ -55,6 +55,8 @@ from arcforge.types import Message, Task
 class SuiteOutput:
     scores: list[float]
     examples: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: dict[str, int] | None = None  # agent suites: arcforge.eval.failures
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # one record per episode
 
 
 @dataclass
@@ -284,6 +286,7 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
 
     def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
         from arcforge.envs.registry import env_factory
+        from arcforge.eval.failures import episode_record, tally
         from arcforge.rollout.agent import AgentConfig, run_episodes
 
         tasks = ev.world.tasks(suite, "test")[: cfg.n_for(suite)]  # tir: reasoning problems
@@ -304,7 +307,12 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
             }
             for t, tr in list(zip(tasks, trajs))[:3]
         ]
-        return SuiteOutput([float(tr.reward >= 1.0) for tr in trajs], ex)
+        return SuiteOutput(
+            [float(tr.reward >= 1.0) for tr in trajs],
+            ex,
+            outcomes=tally(trajs),
+            episodes=[episode_record(t, tr) for t, tr in zip(tasks, trajs)],
+        )
 
     return run
 

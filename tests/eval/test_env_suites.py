@@ -3,6 +3,7 @@ through the real environments: the scripted expert scores 1 on each, a garbage p
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -40,7 +41,10 @@ def test_env_suite_scores_one_for_the_expert_and_zero_for_garbage(world, tok, mo
     out = SUITES[suite](expert, cfg)
     assert out.scores == [1.0] * n, out.examples
     assert all(e["finish"] == "answer" for e in out.examples)
+    assert out.outcomes == {"solved": n} and len(out.episodes) == n
     garbage = Evaluator(model, tok, GarbageEngine(tok, seed=5), world)
     k = 1 if suite in ("code", "swe") else n  # their grading runs pytest: one episode is enough
     out = SUITES[suite](garbage, cfg.model_copy(update={"max_new_tokens": 64, "n": k}))
     assert out.scores == [0.0] * k, out.examples
+    assert "solved" not in out.outcomes and sum(out.outcomes.values()) == k
+    assert Counter(e["outcome"] for e in out.episodes) == out.outcomes

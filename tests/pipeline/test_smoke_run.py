@@ -107,6 +107,18 @@ def test_eval_checks_its_target_and_suites_first(smoke_run):
     assert r.returncode == 2 and "nosuch" in r.stderr
 
 
+def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
+    ck, out = smoke_run / "sft" / "checkpoint", tmp_path / "episodes"
+    r = cli("eval", str(ck), "--suites", "tool", "--config", "configs/smoke.yaml",
+            "--episodes", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout)["tool"]
+    rows = [json.loads(x) for x in (out / "tool.jsonl").read_text().splitlines()]
+    assert len(rows) == res["n"] == sum(res["outcomes"].values())
+    assert sum(x["outcome"] == "solved" for x in rows) == round(res["score"] * res["n"])
+    assert all(any(m["role"] == "user" for m in x["messages"]) for x in rows)
+
+
 def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):
     """SIGKILL the CLI in the middle of pretraining, rerun it: the pretrain checkpoint equals
     the uninterrupted run's within 1e-6 and the metrics log has no repeated step."""
