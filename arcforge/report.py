@@ -282,17 +282,12 @@ def _fmt(r: dict | None, suite: str) -> str:
 def render_markdown(rep: dict, plots: list[str]) -> str:
     order = [s["name"] for s in rep["stages"]]
     cols = [s for s in order if any(s in v for v in rep["matrix"].values())]
-    lines = [
-        f"# arcforge report: {rep['run']}",
-        "",
-        "## Capability matrix",
-        "",
+    lines = [f"# arcforge report: {rep['run']}"] + _table_head(
+        "Capability matrix",
         "Score with 95% CI and n per suite (rows) and stage checkpoint (columns). "
         "`lm_loss` is a held-out loss: lower is better.",
-        "",
-        "| suite | " + " | ".join(cols) + " |",
-        "|---|" + "---|" * len(cols),
-    ]
+        ["suite", *cols],
+    )
     for suite, by in rep["matrix"].items():
         lines.append(f"| {suite} | " + " | ".join(_fmt(by.get(c), suite) for c in cols) + " |")
     for s in rep["stages"]:
@@ -339,22 +334,31 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _table_head(title: str, text: str, cols: list[str]) -> list[str]:
+    """A report section's heading, its explanation and a markdown table's header rows."""
+    return [
+        "",
+        f"## {title}",
+        "",
+        text,
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|---" * len(cols) + "|",
+    ]
+
+
 def _outcomes_md(outcomes: dict[str, dict[str, dict[str, int]]], order: list[str]) -> list[str]:
     """Agent suites: how each stage's greedy episodes ended (their first failing step)."""
     from arcforge.eval.failures import OUTCOMES
 
     if not outcomes:
         return []
-    out = [
-        "",
-        "## Where agent episodes fail",
-        "",
+    out = _table_head(
+        "Where agent episodes fail",
         "Each held-out episode counted once, under its first failing step (arcforge.eval.failures); "
         "the episodes are in `eval/<stage>/<suite>.jsonl`.",
-        "",
-        "| suite | stage | " + " | ".join(OUTCOMES) + " |",
-        "|---|---|" + "---|" * len(OUTCOMES),
-    ]
+        ["suite", "stage", *OUTCOMES],
+    )
     for suite, by in outcomes.items():
         for stage in [s for s in order if s in by]:
             cells = " | ".join(str(by[stage].get(k, 0)) for k in OUTCOMES)
