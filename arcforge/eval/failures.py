@@ -21,6 +21,7 @@ the task, reward, outcome and every message, so a failure can be read rather tha
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from arcforge.types import Task, Trajectory
@@ -45,9 +46,9 @@ def outcome(tr: Trajectory) -> tuple[str, str]:
     return "wrong_answer", last[-200:]
 
 
-def tally(trajs: list[Trajectory]) -> dict[str, int]:
-    """{outcome: count} over the episodes, in OUTCOMES order, zero counts left out."""
-    c = Counter(outcome(tr)[0] for tr in trajs)
+def tally(kinds: Iterable[str]) -> dict[str, int]:
+    """{outcome: count} over the episodes' outcomes, in OUTCOMES order, zero counts left out."""
+    c = Counter(kinds)
     return {k: c[k] for k in OUTCOMES if c[k]}
 
 

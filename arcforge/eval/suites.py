@@ -307,11 +307,12 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
             }
             for t, tr in list(zip(tasks, trajs))[:3]
         ]
+        episodes = [episode_record(t, tr) for t, tr in zip(tasks, trajs)]
         return SuiteOutput(
             [float(tr.reward >= 1.0) for tr in trajs],
             ex,
-            outcomes=tally(trajs),
-            episodes=[episode_record(t, tr) for t, tr in zip(tasks, trajs)],
+            outcomes=tally(e["outcome"] for e in episodes),
+            episodes=episodes,
         )
 
     return run

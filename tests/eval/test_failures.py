@@ -42,7 +42,7 @@ def test_first_failing_step_wins():
     assert outcome(traj(Message("tool", "no error found"), Message("assistant", "x")))[0] == (
         "wrong_answer"
     )
-    counts = tally(list(cases.values()) + [cases["tool_error"]])
+    counts = tally(outcome(tr)[0] for tr in [*cases.values(), cases["tool_error"]])
     assert counts["tool_error"] == 2 and sum(counts.values()) == 9
     assert list(counts) == list(OUTCOMES)
 
