@@ -2,10 +2,15 @@
 
 The corpus (the world's pages, or any list of (doc_id, title, text)) is indexed once with
 bm25s (`SearchIndex`) and shared read-only by every episode. Tools:
-- search(query) -> the top-k documents as "[doc_id] title: snippet" lines (BM25 over title and
-  text; documents with score 0, i.e. no query term in common, are not listed);
+- search(query) -> the top-k documents as numbered "N. [doc_id] title: snippet" lines (BM25 over
+  title and text, except that documents whose title is the query itself, up to case and
+  punctuation, come first; documents with score 0, i.e. no query term in common, are not
+  listed);
 - open(doc_id, page=0) -> one page of the document's text (paginated by lines, `page_chars`
-  characters at most per page), with a "page i of n" header;
+  characters at most per page), with a "page i of n" header. `doc_id` is a document id or the
+  number of a result of the latest search (`open(1)` opens the first hit), as in the gpt-oss
+  browser tool's `open(id=N)`: the demo model copies a 1-digit number where it did not copy a
+  page id's digits (session 21: 0 of 18 first opens named a listed id);
 - answer(text) -> records the final answer and ends the episode.
 A reply without tool calls also ends the episode; its content is then the answer.
 Reward: normalized exact match (lowercase, no punctuation, no articles, squashed spaces) of the
@@ -63,6 +68,9 @@ class SearchIndex:
         if not self.docs:
             raise ValueError("SearchIndex needs at least one document")
         self.by_id = {d.id: d for d in self.docs}
+        self.by_title: dict[str, list[Document]] = {}
+        for d in self.docs:
+            self.by_title.setdefault(normalize_answer(d.title), []).append(d)
         if len(self.by_id) != len(self.docs):
             raise ValueError("document ids in a SearchIndex must be unique")
         corpus = [f"{d.title}\n{d.text}" for d in self.docs]
@@ -76,7 +84,13 @@ class SearchIndex:
         if not q[0]:
             return []
         idx, scores = self._bm25.retrieve(q, k=min(k, len(self.docs)), show_progress=False)
-        return [(self.docs[int(i)], float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
+        hits = [(self.docs[int(i)], float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
+        title = normalize_answer(query)
+        exact = [(d, 0.0) for d in self.by_title.get(title, [])] if title else []
+        if not exact:
+            return hits
+        first = {d.id for d, _ in exact}
+        return (exact + [h for h in hits if h[0].id not in first])[:k]
 
 
 def paginate(text: str, page_chars: int) -> list[str]:
@@ -136,6 +150,7 @@ class SearchEnv:
         self._task: Task | None = None
         self._answer: str | None = None
         self._counts: Counter[str] = Counter()
+        self._hits: list[str] = []  # doc ids of the latest search's results, in order
 
     # ------------------------------------------------------------ tools
 
@@ -147,6 +162,7 @@ class SearchEnv:
         """
         self._counts["search"] += 1
         hits = self.index.search(str(query), self.top_k)
+        self._hits = [d.id for d, _ in hits]
         if not hits:
             return f"no results for {query!r}"
         lines = []
@@ -157,17 +173,25 @@ class SearchEnv:
             lines.append(f"{i + 1}. [{d.id}] {d.title}: {snippet}")
         return "\n".join(lines)
 
-    def open(self, doc_id: str, page: int = 0) -> str:
+    def open(self, doc_id: str | int, page: int = 0) -> str:
         """Open a document found by search and return one page of its text.
 
         Args:
-            doc_id: the id shown in search results, e.g. "page-00042".
+            doc_id: the id shown in search results, e.g. "page-00042", or the result's number
+                in the latest search, e.g. 1.
             page: the page number, starting at 0.
         """
         self._counts["open"] += 1
-        doc = self.index.by_id.get(str(doc_id).strip().strip("[]"))
+        key = str(doc_id).strip().strip("[]").rstrip(".")
+        if key.isdigit() and key not in self.index.by_id:
+            n = int(key)
+            if not 1 <= n <= len(self._hits):
+                listed = f"1 to {len(self._hits)}" if self._hits else "none yet: search first"
+                return f"error: no result number {n} in the latest search (results: {listed})"
+            key = self._hits[n - 1]
+        doc = self.index.by_id.get(key)
         if doc is None:
-            return f"error: no document with id {doc_id!r}; use an id from the search results"
+            return f"error: no document with id {doc_id!r}; use an id or a result number from the search results"
         pages = paginate(doc.text, self.page_chars)
         p = int(page)
         if not 0 <= p < len(pages):
@@ -188,7 +212,7 @@ class SearchEnv:
     def reset(self, task: Task) -> list[Message]:
         if task.validation.answer is None:
             raise ValueError(f"task {task.id}: SearchEnv needs validation.answer")
-        self._task, self._answer, self._counts = task, None, Counter()
+        self._task, self._answer, self._counts, self._hits = task, None, Counter(), []
         msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
         return msgs + [Message("user", task.instruction)]
 

@@ -167,6 +167,9 @@ def _call(name: str, args: dict[str, Any], note: str) -> Message:
 
 
 def _search_script(task: Task) -> list[Message]:
+    """Per hop: search the subject's name, open result 1 (a page titled with the name comes
+    first, see SearchIndex.search), then answer. Opens by result number since session 22:
+    the demo model did not copy 5-digit page ids (0 of 18 first opens named a listed id)."""
     path, pages = task.metadata["path"], task.metadata.get("evidence", [])
     out = []
     for i, (subject, relation, _) in enumerate(path):
@@ -178,7 +181,7 @@ def _search_script(task: Task) -> list[Message]:
             )
         )
         if i < len(pages):
-            out.append(_call("open", {"doc_id": pages[i]}, f"Reading {pages[i]}."))
+            out.append(_call("open", {"doc_id": 1}, f"Reading result 1, the page on {subject}."))
     answer = str(task.validation.answer)
     return out + [_call("answer", {"text": answer}, f"The pages show the answer is {answer}.")]
 
@@ -195,20 +198,16 @@ def _tir_script(task: Task) -> list[Message]:
     return [call, final]
 
 
-_EXAMPLE = re.compile(r"For example, `([^`]+)` returns `([^`]+)`")
-
-
 def _code_script(task: Task) -> list[Message]:
-    """run_python the solution on the instruction's example, then the final ```python block."""
+    """The function in a ```python block, in one reply.
+
+    Until session 21 the expert first ran the solution on the instruction's example with
+    run_python, then replied. After SFT the demo model failed 5 of 10 held-out code tasks on
+    that call (code inside a JSON string: unescaped quotes and newlines, or a reply cut inside
+    <think>) and solved none; a plain block has no escaping to get wrong."""
     name, sol = task.metadata["entry_point"], task.metadata["solution"]
-    m = _EXAMPLE.search(task.instruction)
-    if m and not m.group(2).startswith("raises "):
-        check, seen = f"{sol}\nprint(repr({m.group(1)}))\n", f"The example gives {m.group(2)}."
-    else:
-        check, seen = f"{sol}\nprint({name!r}, 'defined')\n", f"{name} runs."
-    note = f"I will write {name} step by step and check it on the example."
-    final = Message("assistant", f"```python\n{sol}```", reasoning=f"{seen} That is the answer.")
-    return [_call("run_python", {"code": check}, note), final]
+    note = f"I will write {name} to match the description and the example."
+    return [Message("assistant", f"```python\n{sol}```", reasoning=note)]
 
 
 _REDIRECT = re.compile(r">\s*(\S+)\s*$")
@@ -290,7 +289,11 @@ SCRIPTS = {"math": _math_script, "tool": _tool_script, "search": _search_script,
 
 
 # bumped when a kind's script changes, so cached expert episodes of that kind are re-recorded
-EXPERT_VERSIONS = {"terminal": 2}  # 2: act, then check (session 15)
+EXPERT_VERSIONS = {
+    "terminal": 2,  # 2: act, then check (session 15)
+    "search": 2,  # 2: open result 1 instead of the page id (session 22)
+    "code": 2,  # 2: the block in one reply, no run_python check (session 22)
+}
 
 
 def expert_script(task: Task) -> list[Message]:

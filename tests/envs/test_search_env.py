@@ -55,6 +55,32 @@ def test_open_paginates_and_reports_bad_ids(env):
     assert bad.startswith("error: page 99 out of range")
 
 
+def test_exact_title_comes_first():
+    # BM25 alone ranks "Seine boats" (four mentions) above the page titled "Seine"
+    idx = SearchIndex(
+        CORPUS
+        + [
+            ("d4", "Seine", "A river."),
+            ("d5", "Seine boats", "Seine Seine Seine boats on the Seine."),
+        ]
+    )
+    assert [d.id for d, _ in idx.search("seine", 3)][0] == "d4"  # exact title, lowest BM25
+    assert [d.id for d, _ in idx.search("Seine boats", 3)][0] == "d5"
+    assert [d.id for d, _ in idx.search("river", 3)] == ["d4"]  # no title match: BM25 only
+
+
+def test_open_takes_a_result_number_of_the_latest_search(env):
+    err = env.step(_call("open", doc_id=1)).observations[0].content
+    assert err.startswith("error: no result number 1") and "search first" in err
+    env.step(_call("search", query="capital of Germany"))  # 1. d3 Berlin, 2. d1 Paris
+    assert env.step(_call("open", doc_id=1)).observations[0].content.startswith("[d3] Berlin")
+    assert env.step(_call("open", doc_id="2")).observations[0].content.startswith("[d1] Paris")
+    bad = env.step(_call("open", doc_id=3)).observations[0].content
+    assert bad.startswith("error: no result number 3") and "1 to 2" in bad
+    env.step(_call("search", query="Lyon"))
+    assert env.step(_call("open", doc_id=1)).observations[0].content.startswith("[d2] Lyon")
+
+
 def test_paginate_keeps_every_character():
     text = "short line\n" + "x" * 250 + "\nend"
     pages = paginate(text, 100)
