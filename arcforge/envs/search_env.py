@@ -9,8 +9,9 @@ bm25s (`SearchIndex`) and shared read-only by every episode. Tools:
 - open(doc_id, page=0) -> one page of the document's text (paginated by lines, `page_chars`
   characters at most per page), with a "page i of n" header. `doc_id` is a document id or the
   number of a result of the latest search (`open(1)` opens the first hit), as in the gpt-oss
-  browser tool's `open(id=N)`: the demo model copies a 1-digit number where it did not copy a
-  page id's digits (session 21: 0 of 18 first opens named a listed id);
+  browser tool's `open(id=N)`: after SFT the demo model's first open reached the first evidence
+  page in 0 of 18 episodes when it had to copy a page id (session 21), and in 68 of 90 when
+  the expert opened result 1 (session 22);
 - answer(text) -> records the final answer and ends the episode.
 A reply without tool calls also ends the episode; its content is then the answer.
 Reward: normalized exact match (lowercase, no punctuation, no articles, squashed spaces) of the
@@ -68,11 +69,11 @@ class SearchIndex:
         if not self.docs:
             raise ValueError("SearchIndex needs at least one document")
         self.by_id = {d.id: d for d in self.docs}
+        if len(self.by_id) != len(self.docs):
+            raise ValueError("document ids in a SearchIndex must be unique")
         self.by_title: dict[str, list[Document]] = {}
         for d in self.docs:
             self.by_title.setdefault(normalize_answer(d.title), []).append(d)
-        if len(self.by_id) != len(self.docs):
-            raise ValueError("document ids in a SearchIndex must be unique")
         corpus = [f"{d.title}\n{d.text}" for d in self.docs]
         tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False)
         self._bm25 = bm25s.BM25()
@@ -86,11 +87,14 @@ class SearchIndex:
         idx, scores = self._bm25.retrieve(q, k=min(k, len(self.docs)), show_progress=False)
         hits = [(self.docs[int(i)], float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
         title = normalize_answer(query)
-        exact = [(d, 0.0) for d in self.by_title.get(title, [])] if title else []
+        exact = self.by_title.get(title, []) if title else []
         if not exact:
             return hits
-        first = {d.id for d, _ in exact}
-        return (exact + [h for h in hits if h[0].id not in first])[:k]
+        # exact-title pages first, with their BM25 score (0.0 when outside the top k)
+        score = {d.id: sc for d, sc in hits}
+        first = [(d, score.get(d.id, 0.0)) for d in exact]
+        ids = {d.id for d in exact}
+        return (first + [h for h in hits if h[0].id not in ids])[:k]
 
 
 def paginate(text: str, page_chars: int) -> list[str]:
@@ -191,7 +195,8 @@ class SearchEnv:
             key = self._hits[n - 1]
         doc = self.index.by_id.get(key)
         if doc is None:
-            return f"error: no document with id {doc_id!r}; use an id or a result number from the search results"
+            return (f"error: no document with id {doc_id!r}; use an id or a result number "
+                    "from the search results")  # fmt: skip
         pages = paginate(doc.text, self.page_chars)
         p = int(page)
         if not 0 <= p < len(pages):

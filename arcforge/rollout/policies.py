@@ -169,7 +169,8 @@ def _call(name: str, args: dict[str, Any], note: str) -> Message:
 def _search_script(task: Task) -> list[Message]:
     """Per hop: search the subject's name, open result 1 (a page titled with the name comes
     first, see SearchIndex.search), then answer. Opens by result number since session 22:
-    the demo model did not copy 5-digit page ids (0 of 18 first opens named a listed id)."""
+    the demo model did not copy 5-digit page ids (first open on the evidence page: 0 of 18
+    episodes before, 68 of 90 after)."""
     path, pages = task.metadata["path"], task.metadata.get("evidence", [])
     out = []
     for i, (subject, relation, _) in enumerate(path):
@@ -204,7 +205,8 @@ def _code_script(task: Task) -> list[Message]:
     Until session 21 the expert first ran the solution on the instruction's example with
     run_python, then replied. After SFT the demo model failed 5 of 10 held-out code tasks on
     that call (code inside a JSON string: unescaped quotes and newlines, or a reply cut inside
-    <think>) and solved none; a plain block has no escaping to get wrong."""
+    <think>) and solved none. With a plain block (session 22) 2 of 10 failed to parse, but
+    the model still wrote a memorized function whatever the task named and solved none."""
     name, sol = task.metadata["entry_point"], task.metadata["solution"]
     note = f"I will write {name} to match the description and the example."
     return [Message("assistant", f"```python\n{sol}```", reasoning=note)]
