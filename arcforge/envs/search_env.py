@@ -4,8 +4,14 @@ The corpus (the world's pages, or any list of (doc_id, title, text)) is indexed 
 bm25s (`SearchIndex`) and shared read-only by every episode. Tools:
 - search(query) -> the top-k documents as numbered "N. [doc_id] title: snippet" lines (BM25 over
   title and text, except that documents whose title is the query itself, up to case and
-  punctuation, come first; documents with score 0, i.e. no query term in common, are not
-  listed);
+  punctuation, come first, and failing that those whose title the query starts with, as in
+  "Ada Lovelace born in"; documents with score 0, i.e. no query term in common, are not
+  listed). The snippet is query-biased, as web search engines show it (`snippet`): the line
+  or sentence of the document that holds the most query words outside its title, or the
+  document's opening when none does. So "Ada Lovelace born in" shows Ada Lovelace's page
+  with its "born in: London" line: the fact is one short line above the next call, which the
+  demo's 4-layer model can copy, where after opening a whole page it reached the second hop's
+  entity in 5 of 100 episodes (session 22);
 - open(doc_id, page=0) -> one page of the document's text (paginated by lines, `page_chars`
   characters at most per page), with a "page i of n" header. `doc_id` is a document id or the
   number of a result of the latest search (`open(1)` opens the first hit), as in the gpt-oss
@@ -86,15 +92,52 @@ class SearchIndex:
             return []
         idx, scores = self._bm25.retrieve(q, k=min(k, len(self.docs)), show_progress=False)
         hits = [(self.docs[int(i)], float(s)) for i, s in zip(idx[0], scores[0]) if s > 0]
-        title = normalize_answer(query)
-        exact = self.by_title.get(title, []) if title else []
+        exact = self._title_hits(normalize_answer(query))
         if not exact:
             return hits
-        # exact-title pages first, with their BM25 score (0.0 when outside the top k)
+        # title pages first, with their BM25 score (0.0 when outside the top k)
         score = {d.id: sc for d, sc in hits}
         first = [(d, score.get(d.id, 0.0)) for d in exact]
         ids = {d.id for d in exact}
         return (first + [h for h in hits if h[0].id not in ids])[:k]
+
+    def _title_hits(self, q: str) -> list[Document]:
+        """Documents titled the whole query, else the longest leading words of it."""
+        words = q.split()
+        for n in range(len(words), 0, -1):
+            if hits := self.by_title.get(" ".join(words[:n]), []):
+                return hits
+        return []
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_UNIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")  # sentence breaks inside a line
+
+
+def _stems(text: str) -> list[str]:
+    """Lowercase words cut to 6 letters, so that "headquartered" meets "headquarters" and
+    "founder" meets "founded" (a Snowball stemmer, e.g. PyStemmer, keeps "founder" and "found"
+    apart, and the snippet only compares words within one short document)."""
+    return [w[:6] for w in _WORD.findall(text.lower())]
+
+
+def snippet(doc: Document, query: str, chars: int) -> str:
+    """The query-biased snippet of `doc`: the line (or sentence of a longer line) with the most
+    distinct query words that are not words of the document's title (each counts 1; the rest
+    of the query as one phrase adds 1), the earliest on ties; the document's opening when no
+    unit has any. Cut to `chars` characters with "..."."""
+    title = set(_stems(doc.title))
+    terms = [w for w in _stems(query) if w not in title]
+    phrase = " ".join(terms)
+    best, best_score = "", 0.0
+    for line in doc.text.splitlines():
+        for unit in _UNIT.split(line.strip()):
+            words = _stems(unit)
+            score = len(set(terms) & set(words)) + float(bool(phrase) and phrase in " ".join(words))
+            if score > best_score:
+                best, best_score = unit, score
+    text = " ".join((best or doc.text).split())
+    return text if len(text) <= chars else text[: chars - 3] + "..."
 
 
 def paginate(text: str, page_chars: int) -> list[str]:
@@ -171,10 +214,9 @@ class SearchEnv:
             return f"no results for {query!r}"
         lines = []
         for i, (d, _) in enumerate(hits):
-            snippet = " ".join(d.text.split())
-            if len(snippet) > self.snippet_chars:
-                snippet = snippet[: self.snippet_chars - 3] + "..."
-            lines.append(f"{i + 1}. [{d.id}] {d.title}: {snippet}")
+            lines.append(
+                f"{i + 1}. [{d.id}] {d.title}: {snippet(d, str(query), self.snippet_chars)}"
+            )
         return "\n".join(lines)
 
     def open(self, doc_id: str | int, page: int = 0) -> str:

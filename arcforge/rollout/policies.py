@@ -166,25 +166,33 @@ def _call(name: str, args: dict[str, Any], note: str) -> Message:
     return Message("assistant", "", reasoning=note, tool_calls=[ToolCall(name, args)])
 
 
+def search_query(subject: str, relation: str) -> str:
+    """The expert's query for one hop: the subject's name, then the relation's label as the
+    pages write it ("Ada Lovelace born in")."""
+    return f"{subject} {relation.replace('_', ' ')}"
+
+
 def _search_script(task: Task) -> list[Message]:
-    """Per hop: search the subject's name, open result 1 (a page titled with the name comes
-    first, see SearchIndex.search), then answer. Opens by result number since session 22:
-    the demo model did not copy 5-digit page ids (first open on the evidence page: 0 of 18
-    episodes before, 68 of 90 after)."""
-    path, pages = task.metadata["path"], task.metadata.get("evidence", [])
-    out = []
-    for i, (subject, relation, _) in enumerate(path):
-        out.append(
-            _call(
-                "search",
-                {"query": subject},
-                f"I need the {relation.replace('_', ' ')} of {subject}.",
-            )
-        )
-        if i < len(pages):
-            out.append(_call("open", {"doc_id": 1}, f"Reading result 1, the page on {subject}."))
+    """Per hop: search the subject's name and the relation (`search_query`), whose result 1 is
+    the subject's page with the fact as its snippet (SearchIndex.search, `snippet`); the next
+    hop searches the object the snippet shows; then answer.
+
+    Before session 23 the expert searched the name alone and opened result 1: after SFT the
+    first open reached the first evidence page in 68 of 90 episodes, but the model then had to
+    find the fact in the whole page and copy it, and reached the second hop's entity in 5 of
+    100 (session 22). Before session 22 it opened the page id, which the model did not copy
+    (0 of 18)."""
+    path = task.metadata["path"]
+    out = [
+        _call(
+            "search",
+            {"query": search_query(subject, relation)},
+            f"I need the {relation.replace('_', ' ')} of {subject}.",
+        )  # fmt: skip
+        for subject, relation, _ in path
+    ]
     answer = str(task.validation.answer)
-    return out + [_call("answer", {"text": answer}, f"The pages show the answer is {answer}.")]
+    return out + [_call("answer", {"text": answer}, f"The results show the answer is {answer}.")]
 
 
 def _tir_script(task: Task) -> list[Message]:
@@ -293,7 +301,9 @@ SCRIPTS = {"math": _math_script, "tool": _tool_script, "search": _search_script,
 # bumped when a kind's script changes, so cached expert episodes of that kind are re-recorded
 EXPERT_VERSIONS = {
     "terminal": 2,  # 2: act, then check (session 15)
-    "search": 2,  # 2: open result 1 instead of the page id (session 22)
+    # search 2: open result 1 instead of the page id (session 22); 3: name + relation queries,
+    # answers from the snippets (session 23)
+    "search": 3,
     "code": 2,  # 2: the block in one reply, no run_python check (session 22)
 }
 

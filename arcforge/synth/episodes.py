@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.envs.base import Environment
+from arcforge.envs.search_env import normalize_answer
 from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, episode_to_messages, run_episodes
 from arcforge.rollout.policies import EXPERT_VERSIONS, ScriptedEngine, expert_engine
@@ -105,7 +106,27 @@ def reject_reason(traj: Trajectory) -> str | None:
         return "parse_errors"
     if agent.get("compactions", 0) > 1:  # a middle view of the context is not recorded
         return "compacted_twice"
-    return None if traj.reward >= 1.0 else "reward<1"
+    if traj.reward < 1.0:
+        return "reward<1"
+    return None if _grounded(traj) else "ungrounded"
+
+
+def _grounded(traj: Trajectory) -> bool:
+    """False when the episode calls `answer` (search) with a text no earlier tool observation
+    showed: the scripted expert knows the answer from the task, and the search results it
+    learns from must show it (2 of 300 demo train tasks do not, an "occupation" fact written
+    "works as")."""
+    seen = ""
+    for m in traj.messages:
+        if m.role == "tool":
+            seen += " " + normalize_answer(m.content)
+        for c in m.tool_calls if m.role == "assistant" else []:
+            if (
+                c.name == "answer"
+                and normalize_answer(str(c.arguments.get("text", ""))) not in seen
+            ):
+                return False
+    return True
 
 
 def episode_views(traj: Trajectory, tokenizer: Any) -> list[list[Message]]:

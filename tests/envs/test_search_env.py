@@ -131,3 +131,37 @@ def test_any_corpus_through_the_registry():
     env.reset(TASK)
     out = env.step(_call("search", query="Lyon food")).observations[0].content
     assert out.startswith("1. [d2] Lyon") and len(out.splitlines()) == 1
+
+
+def test_snippets_show_the_line_with_the_query_words_outside_the_title():
+    """A name + relation query shows that entity's page first, with the fact's line as its
+    snippet (not the page's opening); a query of the title alone shows the opening."""
+    page = ("Ada Lovelace\ntype: person\nborn year: 1815\nborn in: London\nlives in: Marylebone\n"
+            "\nRelated:\nThe Engine Notes was created by Ada Lovelace.")  # fmt: skip
+    prose = ("Boole Labs\n\nBoole Labs is a software company founded in 1931 by Ada Lovelace. "
+             "Its headquarters are in Lincoln.")  # fmt: skip
+    env = SearchEnv(SearchIndex([("p1", "Ada Lovelace", page), ("p2", "Boole Labs", prose),
+                                 ("p3", "London", "London is located in England.\n" * 3)]))  # fmt: skip
+    env.reset(TASK)
+    first = env.search("Ada Lovelace born in").splitlines()[0]
+    assert first == "1. [p1] Ada Lovelace: born in: London"  # not "born year", not "lives in"
+    assert (
+        env.search("Boole Labs headquartered in")
+        .splitlines()[0]
+        .endswith("Its headquarters are in Lincoln.")
+    )  # "headquartered" meets "headquarters"; the sentence, not the whole line
+    assert "founded in 1931 by Ada Lovelace" in env.search("Boole Labs founded by")
+    assert (
+        env.search("Ada Lovelace")
+        .splitlines()[0]
+        .startswith("1. [p1] Ada Lovelace: Ada Lovelace type: person born year")
+    )  # the title alone: the opening
+
+
+def test_a_query_that_starts_with_a_title_ranks_that_page_first():
+    idx = SearchIndex(
+        CORPUS + [("d4", "Seine", "A river."), ("d5", "Seine boats", "Seine Seine boats Seine.")]
+    )
+    assert [d.id for d, _ in idx.search("Seine boats tours", 3)][0] == "d5"  # longest prefix
+    assert [d.id for d, _ in idx.search("seine length", 3)][0] == "d4"
+    assert "d4" not in [d.id for d, _ in idx.search("boats of the Seine", 1)]  # BM25 only

@@ -206,18 +206,20 @@ def test_a_once_compacted_episode_becomes_the_two_views_its_replies_saw(world, t
     """Shrink the context budget until the agent folds observations once mid-episode: the
     episode becomes (history before the fold, all trained) + (folded context, only the later
     replies trained), so every reply is trained exactly once."""
-    task = next(t for t in world_tasks(world, "search") if len(t.metadata["path"]) == 2)
-    full = run_episodes(expert_engine(tok, [task]), tok, env_factory(world), [task], CFG)[0]
+    task = next(t for t in world_tasks(world, "search") if len(t.metadata["path"]) == 3)
+    keep1 = replace(CFG, keep_recent_observations=1)  # search results are short: fold 3 of 4
+    full = run_episodes(expert_engine(tok, [task]), tok, env_factory(world), [task], keep1)[0]
     assert full.reward == 1.0 and full.reward_details["agent"]["compactions"] == 0
     turns = full.reward_details["agent"]["turns"]
-    for budget in range(len(full.token_ids) - 50, 600, -50):
-        cfg = replace(CFG, max_new_tokens=120, context_budget=budget)
+    for budget in range(len(full.token_ids) - 20, 600, -20):
+        cfg = replace(keep1, max_new_tokens=120, context_budget=budget)
         traj = run_episodes(expert_engine(tok, [task]), tok, env_factory(world), [task], cfg)[0]
         if traj.reward_details["agent"]["compactions"] == 1 and reject_reason(traj) is None:
-            break
+            first, second = episode_views(traj, tok)
+            if any("[folded" in m.content for m in second if m.role == "tool"):
+                break  # the fold, not only clipped notes
     else:
-        pytest.fail("no budget gave a single compaction")
-    first, second = episode_views(traj, tok)
+        pytest.fail("no budget gave a single compaction that folds an observation")
     assert first == traj.messages[: len(first)] and first[-1].role == "assistant"
     assert any("[folded" in m.content for m in second if m.role == "tool")
     trained = [m for v in (first, second) for m in v if m.role == "assistant" and m.train]
@@ -283,3 +285,15 @@ def test_the_unseen_split_leaves_out_every_task_an_sft_demo_or_episode_shows(wor
     assert len(world_records(world, "search", "unseen", ctx)) == len(world.tasks("search", "train"))
     with pytest.raises(ConfigError, match="needs a run"):
         world_records(world, "tool", "unseen", None)
+
+
+def test_a_search_episode_whose_results_never_showed_the_answer_is_rejected(world, tok):
+    """The scripted expert knows the answer from the task; an episode is SFT data only when a
+    search result showed it (else the model would learn to answer what it never saw)."""
+    task = next(t for t in world_tasks(world, "search") if len(t.metadata["path"]) == 2)
+    traj = run_episodes(expert_engine(tok, [task]), tok, env_factory(world), [task], CFG)[0]
+    assert reject_reason(traj) is None
+    answer = str(task.validation.answer)
+    blind = [replace(m, content=m.content.replace(answer, "someone"))
+             if m.role == "tool" else m for m in traj.messages]  # fmt: skip
+    assert reject_reason(replace(traj, messages=blind)) == "ungrounded"
