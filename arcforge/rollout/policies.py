@@ -181,7 +181,9 @@ def _search_script(task: Task) -> list[Message]:
     first open reached the first evidence page in 68 of 90 episodes, but the model then had to
     find the fact in the whole page and copy it, and reached the second hop's entity in 5 of
     100 (session 22). Before session 22 it opened the page id, which the model did not copy
-    (0 of 18)."""
+    (0 of 18). With this script (session 23) the model still solves 0 of 100: its first query is
+    exactly right in 20, and the next copies the snippet's entity in 2 of those 20 (7 of 100
+    reach the second hop's entity, against 5 with the session-22 script on the same base)."""
     path = task.metadata["path"]
     out = [
         _call(
