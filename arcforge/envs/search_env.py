@@ -128,12 +128,13 @@ def snippet(doc: Document, query: str, chars: int) -> str:
     unit has any. Cut to `chars` characters with "..."."""
     title = set(_stems(doc.title))
     terms = [w for w in _stems(query) if w not in title]
-    phrase = " ".join(terms)
+    wanted, phrase = set(terms), " ".join(terms)
     best, best_score = "", 0.0
     for line in doc.text.splitlines():
         for unit in _UNIT.split(line.strip()):
             words = _stems(unit)
-            score = len(set(terms) & set(words)) + float(bool(phrase) and phrase in " ".join(words))
+            bonus = float(bool(phrase) and phrase in " ".join(words))
+            score = len(wanted.intersection(words)) + bonus
             if score > best_score:
                 best, best_score = unit, score
     text = " ".join((best or doc.text).split())

@@ -190,7 +190,7 @@ def _search_script(task: Task) -> list[Message]:
             "search",
             {"query": search_query(subject, relation)},
             f"I need the {relation.replace('_', ' ')} of {subject}.",
-        )  # fmt: skip
+        )
         for subject, relation, _ in path
     ]
     answer = str(task.validation.answer)

@@ -120,7 +120,7 @@ def _grounded(traj: Trajectory) -> bool:
     for m in traj.messages:
         if m.role == "tool":
             seen += " " + normalize_answer(m.content)
-        for c in m.tool_calls if m.role == "assistant" else []:
+        for c in m.tool_calls:  # only assistant messages carry calls
             if (
                 c.name == "answer"
                 and normalize_answer(str(c.arguments.get("text", ""))) not in seen
