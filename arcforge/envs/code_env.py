@@ -1,7 +1,9 @@
 """CodeEnv: write a function, graded by hidden unit tests run with pytest in the sandbox.
 
 The agent may try code with a `run_python` tool; its final message's last ```python block is
-the solution. `verify()` restores the sandbox's pristine workspace (dropping anything the agent
+the solution. A task may carry a HumanEval-style stub (`context["stub"]`: signature and
+docstring); a block that does not define the entry point at top level is taken as the body
+that completes it (`assemble`), as HumanEval and EvalPlus grade completions. `verify()` restores the sandbox's pristine workspace (dropping anything the agent
 wrote while experimenting), writes the solution to solution.py, writes the hidden tests (which
 never existed in the sandbox before) and runs pytest as a grading exec with a JUnit XML report
 in /grading, which agent execs cannot write. Reward 1 only when every hidden test passed;
@@ -108,11 +110,29 @@ def _all_passed(status: dict[str, str], name: str) -> bool:
     return bool(hits) and all(s == "passed" for s in hits)
 
 
+def assemble(block: str, stub: str | None, entry_point: str | None) -> str:
+    """The solution module for a reply's code block: the block itself when it defines
+    `entry_point` at top level (or the task has no stub), else `stub` + block."""
+    if not stub or not entry_point:
+        return block
+    try:
+        tree = ast.parse(block)
+    except SyntaxError:  # an indented body alone does not parse
+        tree = None
+    if tree is not None and any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
+        for n in tree.body
+    ):
+        return block
+    return (stub if stub.endswith("\n") else stub + "\n") + block
+
+
 class CodeEnv:
     """Write-a-function tasks with hidden pytest tests.
 
     Task fields read: instruction; validation.tests (pytest source importing from `solution`);
-    metadata["entry_point"] (optional, shown in details).
+    context["stub"] (optional: a reply may complete it); metadata["entry_point"] (which
+    function the stub defines; shown in details).
 
     Args:
         backend: sandbox backend.
@@ -160,7 +180,8 @@ class CodeEnv:
             return Reward(0.0, {**details, "error": f"task {self.task.id} has no hidden tests"})
         sb = self.sb
         sb.restore()  # the initial snapshot: nothing the agent wrote survives
-        sb.write_file("solution.py", blocks[-1])
+        entry = self.task.metadata.get("entry_point")
+        sb.write_file("solution.py", assemble(blocks[-1], self.task.context.get("stub"), entry))
         sb.write_file("test_hidden.py", tests)
         run = run_pytest(sb, ["test_hidden.py"], self.verify_timeout)
         status = {k.split("::")[-1]: s for k, s in run.status.items()

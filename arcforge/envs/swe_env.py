@@ -88,9 +88,14 @@ class Snapshot:
 def world_snapshot(task: Task, repos: dict[str, Repo], root: Path) -> Snapshot:
     """Base tree of a world SWE task: the repo's files with the injected bug."""
     name = task.context.get("repo")
-    if name not in repos:
-        raise ValueError(f"task {task.id}: repo {name!r} unknown; pass the world's repos to SWEEnv")
-    repo, bug = repos[name], task.context["bug"]
+    origin = task.context.get("renamed_from", name)
+    if origin not in repos:
+        raise ValueError(
+            f"task {task.id}: repo {origin!r} unknown; pass the world's repos to SWEEnv"
+        )
+    repo, bug = repos[origin], task.context["bug"]
+    if origin != name:  # a train task in a renamed copy (world option swe_fresh_repos)
+        repo = repo.renamed(name)
     base = root / "base"
     repo.materialize(base)
     (base / bug["path"]).write_text(bug["mutated"])

@@ -210,16 +210,22 @@ def _tir_script(task: Task) -> list[Message]:
 
 
 def _code_script(task: Task) -> list[Message]:
-    """The function in a ```python block, in one reply.
+    """The body that completes the task's stub, in a ```python block, in one reply (the whole
+    function for a task without a stub).
 
     Until session 21 the expert first ran the solution on the instruction's example with
     run_python, then replied. After SFT the demo model failed 5 of 10 held-out code tasks on
     that call (code inside a JSON string: unescaped quotes and newlines, or a reply cut inside
     <think>) and solved none. With a plain block (session 22) 2 of 10 failed to parse, but
-    the model still wrote a memorized function whatever the task named and solved none."""
+    the model still wrote a memorized function whatever the task named and solved none: it
+    miscopied the signature (`num_greater(xs, t)` -> `kum_greater(xs)`), and the signature
+    picked the body. Given the right signature line as a prefix, the same SFT model wrote 20 of
+    40 held-out functions exactly, 27 of 40 given signature and docstring (session 24), so the
+    task shows the stub and the expert writes the body, as HumanEval's canonical solutions do."""
     name, sol = task.metadata["entry_point"], task.metadata["solution"]
     note = f"I will write {name} to match the description and the example."
-    return [Message("assistant", f"```python\n{sol}```", reasoning=note)]
+    code = task.metadata.get("body") if task.context.get("stub") else None
+    return [Message("assistant", f"```python\n{code or sol}```", reasoning=note)]
 
 
 _REDIRECT = re.compile(r">\s*(\S+)\s*$")
@@ -306,7 +312,8 @@ EXPERT_VERSIONS = {
     # search 2: open result 1 instead of the page id (session 22); 3: name + relation queries,
     # answers from the snippets (session 23)
     "search": 3,
-    "code": 2,  # 2: the block in one reply, no run_python check (session 22)
+    "code": 3,  # 2: the block in one reply, no run_python check (session 22); 3: the body
+    # that completes the task's stub (session 24)
 }
 
 

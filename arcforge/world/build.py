@@ -136,7 +136,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
                                    cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
                                    cfg.terminal_fresh_slots),
-        "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1])),
+        "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1]),
+                         NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos),
         "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1])),
     }  # fmt: skip
     task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}

@@ -44,6 +44,14 @@ class FuncTemplate:
     def docstring(self) -> str:
         return self.source.split('"""')[1].strip()
 
+    def stub(self, name: str) -> str:
+        """The signature and docstring lines: what a HumanEval-style prompt shows."""
+        return "".join(self.render(name).splitlines(keepends=True)[:2])
+
+    def body(self, name: str) -> str:
+        """The rest of the function after `stub`: HumanEval's canonical solution."""
+        return self.render(name)[len(self.stub(name)) :]
+
 
 T = FuncTemplate
 TEMPLATES: list[FuncTemplate] = [

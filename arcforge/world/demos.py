@@ -145,7 +145,8 @@ def chat_demo(task: Task) -> list[Message]:
 
 def code_demo(task: Task) -> list[Message]:
     name = task.metadata["entry_point"]
-    sol = task.metadata["solution"]
+    body = task.metadata.get("body") if task.context.get("stub") else None
+    sol = body or task.metadata["solution"]
     return [Message("user", task.instruction),
             Message("assistant", f"```python\n{sol}```", reasoning=f"I will write {name} step by step.")]  # fmt: skip
 

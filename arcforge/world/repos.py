@@ -69,6 +69,19 @@ class Repo:
     def from_dict(cls, d: dict) -> Repo:
         return cls(**{**d, "cases": [TestCase(**c) for c in d["cases"]]})
 
+    def renamed(self, name: str) -> Repo:
+        """The same repo under another name: the package directory, imports, docstrings and
+        test paths follow (world option `swe_fresh_repos`: SWE train tasks in repos whose
+        names SFT cannot memorize, so the agent learns to copy the path the issue names)."""
+        package = name.replace("-", "_")
+
+        def sub(text: str) -> str:
+            return text.replace(self.package, package).replace(self.name, name)
+
+        return Repo(name, package, {sub(p): sub(t) for p, t in self.files.items()},
+                    {sub(p): sub(t) for p, t in self.tests.items()}, sub(self.description),
+                    [TestCase(sub(c.path), c.test, c.call, c.expected) for c in self.cases])  # fmt: skip
+
     def run_tests(self, files: dict[str, str] | None = None) -> dict[str, bool]:
         """In-process run of every test: node id -> passed. `files` overrides module sources."""
         files = {**self.files, **(files or {})}

@@ -131,6 +131,9 @@ def long_context_tasks(kb: KB, pages: list[Page], sizes: list[int], seed: int, n
 
 
 def code_task(rng: random.Random, key: str, name: str) -> Task:
+    """A HumanEval-style task: the instruction ends with the function's stub (signature and
+    docstring) in a ```python block; a reply may be the body that completes it or the whole
+    function (CodeEnv prepends `context["stub"]` when the reply does not define `name`)."""
     tpl = next(t for t in TEMPLATES if t.key == key)
     src = tpl.render(name)
     ns = load_source(src)
@@ -142,11 +145,14 @@ def code_task(rng: random.Random, key: str, name: str) -> Task:
             f"def test_{name}_{len(asserts)}():\n    assert {call} == {call_repr(ns, call)}\n"
         )
     tests = f"from solution import {name}\n\n\n" + "\n\n".join(asserts)
-    ins = (f"Write a Python function `{name}({tpl.params})`. {tpl.docstring()} For example, "
-           f"`{example}` returns `{call_repr(ns, example)}`. Reply with the function in a "
-           f"```python block.")  # fmt: skip
-    return Task("", "code", ins, validation=Validation(tests=tests), difficulty=0.5,
-                metadata={"entry_point": name, "solution": src, "template": key})  # fmt: skip
+    stub = tpl.stub(name)
+    ins = (f"Complete the Python function `{name}` below; reply with its body (or the whole "
+           f"function) in a ```python block. For example, `{example}` returns "
+           f"`{call_repr(ns, example)}`.\n```python\n{stub}```")  # fmt: skip
+    return Task("", "code", ins, context={"stub": stub}, validation=Validation(tests=tests),
+                difficulty=0.5,
+                metadata={"entry_point": name, "solution": src, "body": tpl.body(name),
+                          "template": key})  # fmt: skip
 
 
 def code_pool(rng: random.Random, variants: list[tuple[str, str]], n: int,
@@ -216,7 +222,11 @@ def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
 
 
 def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,
-              n_test: int) -> Split:  # fmt: skip
+              n_test: int, names: NameBank | None = None, fresh: float = 0.0) -> Split:  # fmt: skip
+    """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
+    rest. With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
+    chance, renamed to a made-up name from `names` (its own rng: `rng`'s draws, and so the
+    bugs, stay as they were); `context["renamed_from"]` names the world repo it copies."""
     out = []
     groups = (("train", repos[n_test_repos:], n_train), ("test", repos[:n_test_repos], n_test))
     for split, group, n in groups:
@@ -224,14 +234,19 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
         for _ in range(n * 10):
             if len(tasks) >= n or not group:
                 break
-            repo = rng.choice(group)
+            repo = origin = rng.choice(group)
+            if split == "train" and fresh and names is not None and names.rng.random() < fresh:
+                repo = origin.renamed(f"{names.token()}-{names.token()}")
             bug = repo.inject_bug(rng)
             if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
                 continue
             seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text})
             ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
             orig_line = bug.original.splitlines()[bug.line - 1]
-            tasks.append(Task("", "swe", bug.issue_text, context={"repo": repo.name, "bug": ctx_bug},
+            context = {"repo": repo.name, "bug": ctx_bug}
+            if repo is not origin:
+                context["renamed_from"] = origin.name
+            tasks.append(Task("", "swe", bug.issue_text, context=context,
                               tools=["view_file", "search_code", "edit_file", "run_tests", "bash"],
                               validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
                               difficulty=0.5,

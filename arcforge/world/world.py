@@ -82,6 +82,7 @@ class WorldConfig:
     copy_drills: float = 0.0  # copy-drill chars per web char (arcforge.world.drills)
     terminal_fresh_slots: float = 0.0  # chance of a made-up value per terminal task slot
     code_fresh_names: float = 0.0  # chance of a made-up function name per code train task
+    swe_fresh_repos: float = 0.0  # chance of a renamed (made-up) repo per SWE train task
     junk_frac: float = 0.05
     dup_frac: float = 0.05
     heldout_math: int = 300

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arcforge.envs.code_env import CodeEnv, junit_key, parse_junit
+from arcforge.envs.code_env import CodeEnv, assemble, junit_key, parse_junit
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
@@ -33,6 +33,34 @@ def test_oracle_passes_all_hidden_tests(task):
         assert reward.score == 1.0 and reward.details["passed"] == reward.details["total"] == 5
     finally:
         env.close()
+
+
+def test_a_body_completes_the_stub_and_a_wrong_body_fails(task):
+    name, body = task.metadata["entry_point"], task.metadata["body"]
+    env = CodeEnv()
+    try:
+        env.reset(task)
+        env.step(_answer(body))  # HumanEval-style: the body alone
+        reward = env.verify()
+        assert reward.score == 1.0 and reward.details["passed"] == 5
+        env.reset(task)
+        env.step(_answer("    return None"))
+        assert env.verify().score == 0.0
+        # a whole function under another name is completed too, and still fails
+        env.reset(task)
+        env.step(_answer(task.metadata["solution"].replace(f"def {name}(", "def other_name(")))
+        assert env.verify().score == 0.0
+    finally:
+        env.close()
+
+
+def test_assemble_keeps_a_whole_function_and_prepends_the_stub_to_a_body():
+    stub = 'def f(x):\n    """Double x."""\n'
+    assert assemble("def f(x):\n    return 2 * x\n", stub, "f") == "def f(x):\n    return 2 * x\n"
+    assert assemble("    return 2 * x\n", stub, "f") == stub + "    return 2 * x\n"
+    helper = "def g(y):\n    return y\n"
+    assert assemble(helper, stub, "f") == stub + helper  # defines no f: completes the stub
+    assert assemble("    return 2 * x\n", None, "f") == "    return 2 * x\n"  # no stub
 
 
 def test_wrong_code_missing_block_and_hacks_score_zero(task):

@@ -84,6 +84,37 @@ def test_scripted_demo_episode_fixes_the_bug(world, env):
     assert env.verify().score == 1.0
 
 
+def test_a_renamed_repo_task_runs_in_its_own_package(world, env):
+    """swe_fresh_repos: the same bugs, in copies of the train repos under made-up names."""
+    import random
+
+    from arcforge.world.names import NameBank
+    from arcforge.world.suites import swe_tasks
+
+    repos, n_test = world.repos, 1
+    plain, _ = swe_tasks(random.Random(3), repos, n_test, 4, 1)
+    fresh, test = swe_tasks(random.Random(3), repos, n_test, 4, 1, NameBank(random.Random(4)), 1.0)
+    held = {r.name for r in repos[:n_test]}
+    assert all("renamed_from" not in t.context for t in test)
+    for a, b in zip(plain, fresh):
+        assert b.context["renamed_from"] == a.context["repo"] != b.context["repo"]
+        assert b.context["repo"] not in {r.name for r in repos} | held
+        assert a.context["bug"]["line"] == b.context["bug"]["line"]  # the same bug, renamed
+        pkg = b.context["repo"].replace("-", "_")
+        assert b.context["bug"]["path"].startswith(pkg + "/") and f"`{pkg}/" in b.instruction
+    task = fresh[0]
+    env.reset(task)
+    listing = _bash(
+        env, "ls; grep -rl " + task.context["renamed_from"].replace("-", "_") + " . | wc -l"
+    )
+    assert task.context["repo"].replace("-", "_") in listing and listing.endswith("0\n")
+    assert env.verify().score == 0.0  # the bug is there
+    for m in swe_demo(task)[1:]:
+        if m.role == "assistant":
+            env.step(m)
+    assert env.verify().score == 1.0
+
+
 HACKS = {
     "delete tests": "rm -rf tests",
     "delete the failing test bodies": "for f in tests/test_*.py; do "

@@ -56,3 +56,13 @@ def test_fresh_code_tasks_never_use_a_held_out_variant():
     made_up = [t for t in fresh if t.metadata["entry_point"] not in known]
     assert _variants(made_up) - _variants(train)  # names of its own besides the train's
     assert all(_passes(t) for t in made_up[:5])
+
+
+def test_tasks_show_the_stub_and_its_body_completes_it():
+    tr, te = code_tasks(random.Random(3), 30, 10, NameBank(random.Random(4)), 0.5)
+    for t in tr + te:
+        name, stub = t.metadata["entry_point"], t.context["stub"]
+        assert stub.startswith(f"def {name}(") and stub.count("\n") == 2
+        assert t.instruction.endswith(f"```python\n{stub}```")  # the stub ends the prompt
+        assert stub + t.metadata["body"] == t.metadata["solution"]
+        assert t.metadata["body"].startswith("    ") and f"def {name}(" not in t.metadata["body"]
