@@ -97,7 +97,16 @@ def run_unit_tests(
 
 
 def code_reward(
-    response: str, tests: str, time_limit: float = 10.0, backend: str = "bwrap"
+    response: str,
+    tests: str,
+    time_limit: float = 10.0,
+    backend: str = "bwrap",
+    stub: str | None = None,
+    entry_point: str | None = None,
 ) -> Reward:
-    """Extract the solution from a model response and run the hidden tests against it."""
-    return run_unit_tests(extract_code(response), tests, time_limit=time_limit, backend=backend)
+    """Extract the solution from a model response and run the hidden tests against it. With a
+    HumanEval-style `stub`, a response that does not define `entry_point` completes it."""
+    from arcforge.envs.code_env import assemble
+
+    code = assemble(extract_code(response), stub, entry_point)
+    return run_unit_tests(code, tests, time_limit=time_limit, backend=backend)

@@ -69,3 +69,16 @@ def test_reasoning_gym_source_is_scored_by_its_own_scorer():
     assert score("Answer: not a number", r.task).score == 0.0
     with pytest.raises(Exception, match="unknown reasoning_gym dataset"):
         load_reasoning_gym("reasoning_gym:no_such_dataset")
+
+
+@needs_bwrap
+def test_code_reward_completes_a_stub_task_with_a_body_only_reply():
+    import random
+
+    from arcforge.world.suites import code_task
+
+    task = code_task(random.Random(0), "truncate", "shorten")
+    score = reward_fn_for(task)
+    assert score(f"```python\n{task.metadata['body']}```", task).score == 1.0
+    assert score(f"```python\n{task.metadata['solution']}```", task).score == 1.0
+    assert score("```python\n    return s\n```", task).score == 0.0
