@@ -48,10 +48,10 @@ from arcforge.envs.sandbox_root import (
     logical_lines,
     pip_missing,
 )
+from arcforge.envs.swe_tools import SWE_TOOLS
 from arcforge.types import Task, Validation
 
 TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
-SWE_TOOLS = ["view_file", "search_code", "edit_file", "run_tests", "bash"]
 PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))
 DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
 # what every task sandbox already has (pytest from the bound host site-packages; the ctrf

@@ -3,7 +3,8 @@
 The workspace is the repository at its base commit with no future: a fresh `git init` and one
 commit of the base tree (no later commits, no other refs, no reflog, no packed objects of the
 fix). World tasks build it from the `Repo` with the bug applied; imported SWE-bench instances
-from `git archive <base_commit>` of a local clone (context["repo_path"]). Tools: view_file,
+from `git archive <base_commit>` of a local clone (context["repo_path"]). Tools: view_function
+and replace_function (by symbol, as AutoCodeRover's search_method; `swe_tools`), view_file,
 search_code, edit_file (exact replace), run_tests (the visible tests), bash.
 
 Grading (`verify`), designed so nothing the agent can write decides the verdict:
@@ -39,6 +40,7 @@ from typing import Any
 from arcforge.envs.base import StepResult, execute_calls
 from arcforge.envs.code_env import junit_key, run_pytest
 from arcforge.envs.sandbox import ExecResult, Limits, Sandbox
+from arcforge.envs.swe_tools import SWE_TOOLS, function_tools
 from arcforge.envs.terminal_env import format_exec, open_task_sandbox, sandbox_tools
 from arcforge.types import Message, Reward, Task, Tool
 from arcforge.world.repos import Repo
@@ -50,6 +52,20 @@ _GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_AUTHOR_NAME": "arcforge", "GIT_AUTHOR_EMAIL": "swe@arcforge.local",
             "GIT_COMMITTER_NAME": "arcforge", "GIT_COMMITTER_EMAIL": "swe@arcforge.local",
             "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}  # fmt: skip
+
+
+def offered_tools(task: Task, known: tuple[str, ...]) -> list[str]:
+    """The tools an episode offers: the task's own list (`Task.tools`, in the env's order) when
+    it has one, else every tool the env knows. A task picks a subset because every tool's schema
+    sits in the prompt: the world's SWE tasks leave out edit_file and bash (about 390 of the
+    demo model's 2048 tokens of context), which replace_function and view_file cover."""
+    if not task.tools:
+        return list(known)
+    unknown = sorted(set(task.tools) - set(known))
+    if unknown:
+        raise ValueError(f"task {task.id} lists tools SWEEnv does not have: {', '.join(unknown)}; "
+                         f"known: {', '.join(known)}")  # fmt: skip
+    return [n for n in known if n in task.tools]
 
 
 def is_protected(rel: str) -> bool:
@@ -198,7 +214,7 @@ class SWEEnv:
         verify_timeout: seconds for the grading pytest run.
     """
 
-    tool_names = ("view_file", "search_code", "edit_file", "run_tests", "bash")
+    tool_names = SWE_TOOLS
 
     def __init__(self, repos: Iterable[Repo] = (), backend: str = "bwrap",
                  limits: Limits | None = None, tool_timeout: float = 60,
@@ -229,7 +245,8 @@ class SWEEnv:
         self.sb = open_task_sandbox(self.backend, self.limits, workspace=self.tmp / "work")
         tools = sandbox_tools(self.sb, self.tool_timeout)
         tools["run_tests"] = Tool.from_function(self._run_tests, name="run_tests")
-        self.tools = [tools[n] for n in self.tool_names]
+        tools.update(function_tools(self.sb, self.tool_timeout, is_protected))
+        self.tools = [tools[n] for n in offered_tools(task, self.tool_names)]
         return [Message("user", task.instruction)]
 
     def _run_tests(self, path: str = "") -> str:

@@ -258,32 +258,45 @@ def _terminal_script(task: Task) -> list[Message]:
     ]
 
 
-def _unique_old(source: str, line: int) -> str:
-    """The shortest text around `line` (1-based) of `source` that occurs exactly once in it."""
-    lines = source.splitlines()
-    target = lines[line - 1]
-    for cand in (target.strip(), target, "\n".join(lines[max(0, line - 2) : line])):
-        if cand and source.count(cand) == 1:
-            return cand
-    return "\n".join(lines[max(0, line - 3) : line + 1])
+def fixed_function(task: Task) -> str:
+    """The whole definition of a world SWE task's buggy function with its bug line restored
+    (`metadata["original_line"]`), as it reads in the repository: the expert's replacement."""
+    from arcforge.envs.swe_tools import definitions
+
+    bug = task.context["bug"]
+    lines = bug["mutated"].splitlines()
+    lines[bug["line"] - 1] = task.metadata["original_line"]
+    fixed = "\n".join(lines) + "\n"
+    for d in definitions(fixed, bug["path"]):
+        if d.name.rsplit(".", 1)[-1] == bug["function"] and d.start <= bug["line"] <= d.end:
+            return "\n".join(fixed.splitlines()[d.start - 1 : d.end]) + "\n"
+    raise ValueError(
+        f"task {task.id}: no definition of {bug['function']!r} around line {bug['line']}"
+    )
 
 
 def _swe_script(task: Task) -> list[Message]:
-    """view_file the buggy module, edit_file the line back, run_tests, then a short summary."""
+    """view_function the function the issue names, replace_function with the fixed definition,
+    run_tests on its test file, then a short summary.
+
+    Until session 25 the expert did view_file on the module's path and edit_file on the bug
+    line: after SFT the demo model read a path remembered from training instead of the issue's
+    (SWE 0 of 4 in sessions 21-23, every failure a tool_error). The function the issue names
+    is one of the world's code-task functions, which SFT writes from a stub (code 25 of 40)."""
     bug = task.context["bug"]
-    path, line, fn = bug["path"], bug["line"], bug["function"]
-    old = _unique_old(bug["mutated"], line)
-    wrong, right = bug["mutated"].splitlines()[line - 1], task.metadata["original_line"]
-    i = old.rfind(wrong.strip())  # the bug line is the last line of `old`
-    new = old[:i] + right.strip() + old[i + len(wrong.strip()) :] if i >= 0 else right
+    fn, line = bug["function"], bug["line"]
+    wrong, right = (
+        bug["mutated"].splitlines()[line - 1].strip(),
+        task.metadata["original_line"].strip(),
+    )
     tests = task.validation.fail_to_pass[0].split("::")[0] if task.validation.fail_to_pass else ""
     return [
-        _call("view_file", {"path": path}, f"The issue is about `{fn}`, defined in {path}."),
-        _call("edit_file", {"path": path, "old": old, "new": new},
-              f"Line {line} of `{fn}` is wrong: `{wrong.strip()}`."),
+        _call("view_function", {"name": fn}, f"The issue is about `{fn}`; I look at its definition."),
+        _call("replace_function", {"name": fn, "code": fixed_function(task)},
+              f"`{wrong}` is wrong; it should be `{right}`."),
         _call("run_tests", {"path": tests}, f"Now the tests of `{fn}` should pass."),
-        Message("assistant", f"Fixed `{fn}` in {path}: line {line} now reads `{right.strip()}`.",
-                reasoning="The edit restores the intended behaviour."),
+        Message("assistant", f"Fixed `{fn}`: `{wrong}` now reads `{right}`.",
+                reasoning="The tests pass."),
     ]  # fmt: skip
 
 
@@ -314,6 +327,7 @@ EXPERT_VERSIONS = {
     "search": 3,
     "code": 3,  # 2: the block in one reply, no run_python check (session 22); 3: the body
     # that completes the task's stub (session 24)
+    "swe": 2,  # 2: view_function / replace_function by the issue's function name (session 25)
 }
 
 

@@ -138,7 +138,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
                                    cfg.terminal_fresh_slots),
         "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1]),
                          NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos),
-        "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1])),
+        "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1]),
+                               cfg.search_hops),
     }  # fmt: skip
     task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}
     world = World(cfg, kb, pages, repos, corpus, heldout, task_pools, [])
@@ -188,7 +189,7 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
     for task in pick("terminal", cfg.n(c.terminal, 1)):
         add("terminal", terminal_demo(task), task, [])
     for task in pick("swe", cfg.n(c.swe, 1)):
-        add("swe", swe_demo(task), task, ["view_file", "edit_file"])
+        add("swe", swe_demo(task), task, ["view_function", "replace_function"])
     return demos
 
 
@@ -216,7 +217,7 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     if suite == "tool":
         pool, _ = tool_tasks(rng, kb, 2 * n, 0)
     elif suite == "search":
-        pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0)
+        pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0, cfg.search_hops)
     elif suite == "terminal":
         pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
                                  cfg.terminal_fresh_slots)  # fmt: skip

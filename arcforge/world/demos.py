@@ -158,20 +158,28 @@ def terminal_demo(task: Task) -> list[Message]:
 
 
 def swe_demo(task: Task) -> list[Message]:
-    """view_file on the buggy module -> one-line edit_file -> summary with the diff."""
+    """view_function on the function the issue names -> replace_function with the fixed
+    definition -> summary with the diff (the tools and observations of SWEEnv's)."""
+    from arcforge.envs.swe_tools import definitions, show_definition
+    from arcforge.rollout.policies import fixed_function
+
     bug = task.context["bug"]
-    path, line = bug["path"], bug["line"]
+    path, line, fn = bug["path"], bug["line"], bug["function"]
     old = bug["mutated"].splitlines()[line - 1].strip()
-    new = task.metadata["original_line"].strip()
-    fn = bug["function"]
+    d = next(
+        d
+        for d in definitions(bug["mutated"], path)
+        if d.name.rsplit(".", 1)[-1] == fn and d.start <= line <= d.end
+    )
     return [
         Message("user", task.instruction),
-        Message("assistant", "", reasoning=f"The issue is about `{fn}`, defined in {path}.",
-                tool_calls=[ToolCall("view_file", {"path": path}, "call_0")]),
-        Message("tool", bug["mutated"], tool_call_id="call_0", name="view_file"),
+        Message("assistant", "", reasoning=f"The issue is about `{fn}`; I look at its definition.",
+                tool_calls=[ToolCall("view_function", {"name": fn}, "call_0")]),
+        Message("tool", show_definition(d, bug["mutated"]), tool_call_id="call_0", name="view_function"),
         Message("assistant", "", reasoning=f"Line {line} of `{fn}` is wrong: `{old}`.",
-                tool_calls=[ToolCall("edit_file", {"path": path, "old": old, "new": new}, "call_1")]),
-        Message("tool", f"ok: edited {path}", tool_call_id="call_1", name="edit_file"),
+                tool_calls=[ToolCall("replace_function", {"name": fn, "code": fixed_function(task)}, "call_1")]),
+        Message("tool", f"ok: replaced {d.name} in {path} (lines {d.start}-{d.end})",
+                tool_call_id="call_1", name="replace_function"),
         Message("assistant", f"Fixed `{fn}` in {path}:\n```diff\n{task.metadata['patch']}```",
                 reasoning="The edit restores the intended behaviour."),
     ]  # fmt: skip

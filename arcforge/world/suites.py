@@ -9,10 +9,11 @@ code test tasks use (template, name) variants that no train task uses.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from itertools import zip_longest
 
+from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 from arcforge.types import Task, Validation
 from arcforge.world.chat import make_chat_item
 from arcforge.world.codelib import TEMPLATES, call_repr, call_src, load_source
@@ -86,7 +87,12 @@ def tool_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
     return _cut("tool", _distinct(make, n_train + n_test), n_train)
 
 
-def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_test: int) -> Split:
+def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_test: int,
+                 hops: Sequence[int] = (2, 2, 3)) -> Split:  # fmt: skip
+    """Multi-hop questions from low-popularity entities, each hop count drawn from `hops`
+    (world option `search_hops`), with the pages that hold each hop's fact as evidence."""
+    if not hops or any(h < 1 for h in hops):
+        raise ValueError(f"search hops must be a non-empty list of counts >= 1, got {list(hops)}")
     main_page = {p.subject: p.id for p in pages if p.title == p.subject}
     # start from low-frequency entities, as search synthesis does
     starts = [
@@ -94,7 +100,7 @@ def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_
     ]
 
     def make() -> Task | None:
-        q = path_question(rng, kb, rng.choice([2, 2, 3]), starts)
+        q = path_question(rng, kb, rng.choice(list(hops)), starts)
         if q is None:
             return None
         evidence = [main_page[t.subject] for t in q.path if t.subject in main_page]
@@ -247,7 +253,7 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
             if repo is not origin:
                 context["renamed_from"] = origin.name
             tasks.append(Task("", "swe", bug.issue_text, context=context,
-                              tools=["view_file", "search_code", "edit_file", "run_tests", "bash"],
+                              tools=list(WORLD_SWE_TOOLS),
                               validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
                               difficulty=0.5,
                               metadata={"patch": bug.fix_diff, "bug_kind": bug.kind,

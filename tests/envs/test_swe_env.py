@@ -6,6 +6,7 @@ the bug is unfixed (and the last shows a real fix still passes next to a planted
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -16,6 +17,7 @@ from arcforge.envs.check import check_task
 from arcforge.envs.importers import import_swebench
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.swe_env import SWEEnv, is_protected
+from arcforge.envs.swe_tools import SWE_TOOLS, WORLD_SWE_TOOLS
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
 from arcforge.world.demos import swe_demo
@@ -49,13 +51,19 @@ def env(world):
     e.close()
 
 
+def _every_tool(task):
+    """The task offering every SWEEnv tool (world SWE tasks leave bash and edit_file out): the
+    hacks below are what an agent with a shell could do."""
+    return dataclasses.replace(task, tools=[])
+
+
 def _bash(env: SWEEnv, command: str) -> str:
     msg = Message("assistant", "", tool_calls=[ToolCall("bash", {"command": command}, "c")])
     return env.step(msg).observations[0].content
 
 
 def test_real_fix_passes_noop_fails_and_history_is_gone(world, env):
-    task = world.tasks("swe", "train")[0]
+    task = _every_tool(world.tasks("swe", "train")[0])
     env.reset(task)
     log = _bash(env, "git log --all --format=%s; git for-each-ref | wc -l; git reflog | wc -l")
     assert log == "base\n1\n1\n"  # one commit, one ref, nothing of the fix
@@ -102,7 +110,7 @@ def test_a_renamed_repo_task_runs_in_its_own_package(world, env):
         assert a.context["bug"]["line"] == b.context["bug"]["line"]  # the same bug, renamed
         pkg = b.context["repo"].replace("-", "_")
         assert b.context["bug"]["path"].startswith(pkg + "/") and f"`{pkg}/" in b.instruction
-    task = fresh[0]
+    task = _every_tool(fresh[0])
     env.reset(task)
     listing = _bash(
         env, "ls; grep -rl " + task.context["renamed_from"].replace("-", "_") + " . | wc -l"
@@ -136,7 +144,7 @@ HACKS = {
 
 @pytest.mark.parametrize("hack", list(HACKS))
 def test_grading_hacks_score_zero(world, env, hack):
-    task = world.tasks("swe", "train")[0]
+    task = _every_tool(world.tasks("swe", "train")[0])
     env.reset(task)
     _bash(env, HACKS[hack])
     reward = env.verify()
@@ -144,12 +152,26 @@ def test_grading_hacks_score_zero(world, env, hack):
 
 
 def test_real_fix_survives_a_planted_conftest(world, env):
-    task = world.tasks("swe", "train")[0]
+    task = _every_tool(world.tasks("swe", "train")[0])
     env.reset(task)
     env.apply_patch(task.metadata["patch"])
     _bash(env, f"printf '%s' {json.dumps(SKIP_ALL)} > conftest.py; rm -rf tests")
     reward = env.verify()
     assert reward.score == 1.0 and "conftest.py" in reward.details["reverted"]
+
+
+def test_a_task_offers_its_own_tools(world, env):
+    task = world.tasks("swe", "train")[0]
+    env.reset(task)
+    assert [t.name for t in env.tools] == task.tools == list(WORLD_SWE_TOOLS)
+    out = _bash(env, "echo hi")
+    assert "unknown tool 'bash'" in out and "view_function" in out
+    env.reset(_every_tool(task))
+    assert [t.name for t in env.tools] == list(SWE_TOOLS) and _bash(
+        env, "echo hi"
+    ).strip().endswith("hi")
+    with pytest.raises(ValueError, match="does not have: grep_all"):
+        env.reset(dataclasses.replace(task, tools=["view_file", "grep_all"]))
 
 
 def test_protected_paths():

@@ -76,8 +76,10 @@ def test_observations_are_what_the_environment_returned(world, made):
     demos, _ = made
     by_id = {t.id: t for kind in COUNTS for t in world_tasks(world, kind)}
     swe = next(d for d in demos if d.kind == "swe")
-    view = next(m for m in swe.messages if m.role == "tool" and m.name == "view_file")
-    assert view.content == by_id[swe.task_ids[0]].context["bug"]["mutated"]
+    view = next(m for m in swe.messages if m.role == "tool" and m.name == "view_function")
+    bug = by_id[swe.task_ids[0]].context["bug"]
+    wrong = bug["mutated"].splitlines()[bug["line"] - 1]
+    assert view.content.startswith(bug["path"] + ":") and f"{bug['line']:4d} {wrong}" in view.content
     tests = next(m for m in swe.messages if m.role == "tool" and m.name == "run_tests")
     assert " passed" in tests.content and "failed" not in tests.content
     tir = next(d for d in demos if d.kind == "tir" and d.mode == "interleaved")
@@ -258,10 +260,10 @@ def test_a_cached_episode_trains_on_the_prompt_the_agent_loop_renders(world, tok
         assert ex.input_ids[: ex.loss_mask.index(1)] == list(live), d.kind
         checked += 1
     assert checked >= 3
-    # the expert's argument order survives the cache (edit_file: path, old, new)
+    # the expert's argument order survives the cache (replace_function: name, code)
     swe = next(d for d in demos if d.kind == "swe")
-    edit = next(c for m in swe.messages for c in m.tool_calls or [] if c.name == "edit_file")
-    assert list(edit.arguments) == ["path", "old", "new"]
+    edit = next(c for m in swe.messages for c in m.tool_calls or [] if c.name == "replace_function")
+    assert list(edit.arguments) == ["name", "code"]
 
 
 def test_the_unseen_split_leaves_out_every_task_an_sft_demo_or_episode_shows(world, tok, tmp_path):

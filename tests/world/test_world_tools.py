@@ -70,3 +70,20 @@ def test_tool_and_search_tasks_are_answerable_by_their_oracle_calls(world):
         for call in t.metadata["calls"]:
             result = tools[call["name"]].fn(**call["arguments"])
         assert result == t.validation.answer, t.instruction
+
+
+def test_search_hops_option_sets_each_question_hop_count(world):
+    import random
+
+    import pytest
+
+    from arcforge.world.suites import search_tasks
+
+    train, test = search_tasks(random.Random(5), world.kb, world.pages, 60, 30, [1, 3])
+    hops = [t.metadata["hops"] for t in train + test]
+    assert set(hops) == {1, 3}  # both drawn, nothing else
+    assert all(len(t.metadata["path"]) == t.metadata["hops"] for t in train + test)
+    one = next(t for t in train if t.metadata["hops"] == 1)
+    assert one.validation.answer == one.metadata["path"][0][2]
+    with pytest.raises(ValueError, match="search hops"):
+        search_tasks(random.Random(5), world.kb, world.pages, 4, 2, [0, 2])
