@@ -79,7 +79,9 @@ def test_observations_are_what_the_environment_returned(world, made):
     view = next(m for m in swe.messages if m.role == "tool" and m.name == "view_function")
     bug = by_id[swe.task_ids[0]].context["bug"]
     wrong = bug["mutated"].splitlines()[bug["line"] - 1]
-    assert view.content.startswith(bug["path"] + ":") and f"{bug['line']:4d} {wrong}" in view.content
+    assert (
+        view.content.startswith(bug["path"] + ":") and f"{bug['line']:4d} {wrong}" in view.content
+    )
     tests = next(m for m in swe.messages if m.role == "tool" and m.name == "run_tests")
     assert " passed" in tests.content and "failed" not in tests.content
     tir = next(d for d in demos if d.kind == "tir" and d.mode == "interleaved")
