@@ -90,6 +90,9 @@ def _counts(summary: dict[str, Any], dropped: bool = False) -> dict[str, dict[st
 
 
 def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
+    from dataclasses import replace
+
+    from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
     from arcforge.synth.export import load_tasks
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
 
@@ -102,7 +105,9 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[li
         if not (src / ".git").exists():
             repo.materialize(src, git=True)
         recs, path = synthesize_bugs(src, out / "swe" / repo.name, cfg)
-        tasks += load_tasks(path) if recs else []
+        # the world's repos: offer the world SWE tasks' tools, the ones SFT's episodes used (all
+        # seven schemas take ~1300 of the demo model's 2048 tokens)
+        tasks += [replace(t, tools=list(WORLD_SWE_TOOLS)) for t in load_tasks(path)] if recs else []
         summary = json.loads((out / "swe" / repo.name / "summary.json").read_text())
         counts[repo.name] = _counts(summary, dropped=True)
         if stage.swe_llm_rewrite:

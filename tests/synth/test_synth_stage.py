@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot
 @pytest.mark.slow
 def test_synth_stage_on_world_repos(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
+    from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 
     raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
            "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 3,
@@ -33,6 +34,7 @@ def test_synth_stage_on_world_repos(tmp_path):
     task = recs[0].task
     assert task.kind == "swe" and task.validation.fail_to_pass
     assert task.metadata["env"]["kind"] == "swe"
+    assert task.tools == list(WORLD_SWE_TOOLS)  # the tools SFT's SWE episodes used
     assert (tmp_path / "synth" / "DONE").exists()
 
 
