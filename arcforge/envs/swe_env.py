@@ -112,6 +112,8 @@ def world_snapshot(task: Task, repos: dict[str, Repo], root: Path) -> Snapshot:
     repo, bug = repos[origin], task.context["bug"]
     if origin != name:  # a train task in a renamed copy (world option swe_fresh_repos)
         repo = repo.renamed(name)
+    if task.context.get("functions_renamed"):  # made-up names (world option swe_fresh_functions)
+        repo = repo.functions_renamed(task.context["functions_renamed"])
     base = root / "base"
     repo.materialize(base)
     (base / bug["path"]).write_text(bug["mutated"])

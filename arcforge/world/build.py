@@ -137,7 +137,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
                                    cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
                                    cfg.terminal_fresh_slots),
         "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1]),
-                         NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos),
+                         NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos,
+                         cfg.swe_fresh_functions),
         "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1]),
                                cfg.search_hops),
     }  # fmt: skip

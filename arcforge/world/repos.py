@@ -82,6 +82,44 @@ class Repo:
                     {sub(p): sub(t) for p, t in self.tests.items()}, sub(self.description),
                     [TestCase(sub(c.path), c.test, c.call, c.expected) for c in self.cases])  # fmt: skip
 
+    def functions(self) -> list[str]:
+        """The names of the functions its modules define, in file order."""
+        out = []
+        for src in self.files.values():
+            tree = ast.parse(src)
+            out += [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        return out
+
+    def functions_renamed(self, names: dict[str, str]) -> Repo:
+        """The same repo with functions renamed (`names`: old -> new) in its modules, tests
+        (test names `test_<old>_N` too) and cases (world option `swe_fresh_functions`: SWE
+        train tasks whose function names SFT cannot memorize, so the agent copies the one the
+        issue names into view_function / replace_function)."""
+        import re
+
+        pats = [(re.compile(rf"(?<![A-Za-z0-9_]){re.escape(o)}(?![A-Za-z0-9_])"), n)
+                for o, n in sorted(names.items(), key=lambda kv: -len(kv[0]))]  # fmt: skip
+
+        def sub(text: str) -> str:
+            for pat, new in pats:
+                text = pat.sub(new, text)
+            return text
+
+        def sub_test(test: str) -> str:  # test_<old>_N: the name sits between underscores
+            for old, new in names.items():
+                if test.startswith(f"test_{old}_"):
+                    return f"test_{new}_" + test[len(f"test_{old}_") :]
+            return test
+
+        tests = {}
+        for p, t in self.tests.items():
+            for old, new in names.items():
+                t = t.replace(f"def test_{old}_", f"def test_{new}_")
+            tests[p] = sub(t)
+        return Repo(self.name, self.package, {p: sub(t) for p, t in self.files.items()}, tests,
+                    self.description,
+                    [TestCase(c.path, sub_test(c.test), sub(c.call), c.expected) for c in self.cases])  # fmt: skip
+
     def run_tests(self, files: dict[str, str] | None = None) -> dict[str, bool]:
         """In-process run of every test: node id -> passed. `files` overrides module sources."""
         files = {**self.files, **(files or {})}

@@ -228,9 +228,13 @@ def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
 
 
 def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,
-              n_test: int, names: NameBank | None = None, fresh: float = 0.0) -> Split:  # fmt: skip
+              n_test: int, names: NameBank | None = None, fresh: float = 0.0,
+              fresh_functions: float = 0.0) -> Split:  # fmt: skip
     """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
-    rest. With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
+    rest. With `fresh_functions` > 0 (world option `swe_fresh_functions`) a train task's repo
+    has, with that chance, every function renamed to a made-up name (`Repo.functions_renamed`;
+    drawn from `names`, so the bugs stay as they were). With `fresh` > 0 (world option
+    `swe_fresh_repos`) a train task's repo is, with that
     chance, renamed to a made-up name from `names` (its own rng: `rng`'s draws, and so the
     bugs, stay as they were); `context["renamed_from"]` names the world repo it copies."""
     out = []
@@ -243,6 +247,12 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
             repo = origin = rng.choice(group)
             if split == "train" and fresh and names is not None and names.rng.random() < fresh:
                 repo = origin.renamed(f"{names.token()}-{names.token()}")
+            if (split == "train" and fresh_functions and names is not None
+                    and names.rng.random() < fresh_functions):  # fmt: skip
+                made = {f: f"{names.token()}_{names.token()}" for f in repo.functions()}
+                repo = repo.functions_renamed(made)
+            else:
+                made = {}
             bug = repo.inject_bug(rng)
             if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
                 continue
@@ -250,8 +260,10 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
             ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
             orig_line = bug.original.splitlines()[bug.line - 1]
             context = {"repo": repo.name, "bug": ctx_bug}
-            if repo is not origin:
+            if repo.name != origin.name:
                 context["renamed_from"] = origin.name
+            if made:
+                context["functions_renamed"] = made
             tasks.append(Task("", "swe", bug.issue_text, context=context,
                               tools=list(WORLD_SWE_TOOLS),
                               validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),

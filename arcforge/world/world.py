@@ -83,6 +83,7 @@ class WorldConfig:
     terminal_fresh_slots: float = 0.0  # chance of a made-up value per terminal task slot
     code_fresh_names: float = 0.0  # chance of a made-up function name per code train task
     swe_fresh_repos: float = 0.0  # chance of a renamed (made-up) repo per SWE train task
+    swe_fresh_functions: float = 0.0  # chance of made-up function names per SWE train task
     # hop counts that search questions draw from, uniformly (Search-R1 mixes 1-hop NQ-style
     # questions with HotpotQA-style multi-hop ones); the default leaves worlds as they were
     search_hops: list[int] = field(default_factory=lambda: [2, 2, 3])

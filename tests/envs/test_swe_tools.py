@@ -123,3 +123,31 @@ def test_the_expert_solves_every_held_out_task(world, env):
             res = env.step(m)
             assert not any(o.content.startswith("error") for o in res.observations)
         assert env.verify().score == 1.0, task.id
+
+
+@bwrap
+def test_made_up_function_names_run_and_the_expert_fixes_them(world, env):
+    """swe_fresh_functions: the same bugs, in train repos whose functions have made-up names."""
+    import random
+
+    from arcforge.world.names import NameBank
+    from arcforge.world.suites import swe_tasks
+
+    plain, _ = swe_tasks(random.Random(3), world.repos, 1, 3, 1)
+    fresh, test = swe_tasks(random.Random(3), world.repos, 1, 3, 1, NameBank(random.Random(4)),
+                            0.0, 1.0)  # fmt: skip
+    assert all("functions_renamed" not in t.context for t in test)  # held-out tasks keep theirs
+    for a, b in zip(plain, fresh):
+        made = b.context["functions_renamed"]
+        old, new = a.context["bug"]["function"], b.context["bug"]["function"]
+        assert made[old] == new != old and a.context["bug"]["line"] == b.context["bug"]["line"]
+        assert f"`{new}`" in b.instruction and old not in b.instruction
+        assert all(f"test_{new}_" in i for i in b.validation.fail_to_pass)
+        env.reset(b)
+        shown = _call(env, "view_function", name=new)
+        assert shown.startswith(b.context["bug"]["path"]) and f"def {new}(" in shown
+        assert _call(env, "view_function", name=old).startswith("error: no function")
+        assert env.verify().score == 0.0  # the bug is there
+        for m in expert_script(b):
+            env.step(m)
+        assert env.verify().score == 1.0, b.id
