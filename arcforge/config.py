@@ -35,6 +35,17 @@ class SourceCfg(Strict):
 
     source: str
     weight: float = Field(1.0, gt=0)
+    # keep this source's tasks whose `difficulty` lies in [lo, hi] (RL stages; it replaces the
+    # stage's `difficulty` for this source): e.g. the search questions of one hop, where the
+    # demo's SFT checkpoint solves some, while the tool and TIR pools keep every task
+    difficulty: tuple[float, float] | None = None
+
+    @field_validator("difficulty")
+    @classmethod
+    def _band(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0.0 <= v[0] <= v[1] <= 1.0:
+            raise ValueError(f"difficulty must be [lo, hi] with 0 <= lo <= hi <= 1, got {list(v)}")
+        return v
 
 
 class WorldCfg(Strict):

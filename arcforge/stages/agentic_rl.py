@@ -40,9 +40,10 @@ def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[st
     weights: Counter[str] = Counter()
     for s in stage.sources:
         records = [r for r in load_records(s.source) if r.task is not None]
-        tasks = [r.task for r in records if in_band(r, stage.difficulty)]
+        cut = s.difficulty or stage.difficulty
+        tasks = [r.task for r in records if in_band(r, cut)]
         if not tasks:
-            band = f" in the difficulty band {list(stage.difficulty)}" if records else ""
+            band = f" in the difficulty band {list(cut)}" if records and cut else ""
             raise UserError(f"stage {stage.name!r}: source {s.source!r} holds no tasks{band}")
         kinds = Counter(t.kind for t in tasks)
         bad = sorted(k for k in kinds if k not in FACTORIES)

@@ -36,15 +36,17 @@ def in_band(record: Record, band: tuple[float, float] | None) -> bool:
 
 def load_prompt_records(sources: list[SourceCfg], seed: int, name: str,
                         band: tuple[float, float] | None = None) -> list[Record]:  # fmt: skip
-    """Prompt/answer records of every source inside the difficulty `band`, mixed by weight."""
+    """Prompt/answer records of every source inside the difficulty `band` (a source's own
+    `difficulty` replaces it), mixed by weight."""
     pools = []
     for s in sources:
         recs = (
             load_reasoning_gym(s.source) if is_reasoning_gym(s.source) else load_records(s.source)
         )
-        recs = [r for r in recs if r.prompt is not None and in_band(r, band)]
+        cut = s.difficulty or band
+        recs = [r for r in recs if r.prompt is not None and in_band(r, cut)]
         if not recs:
-            why = f" in the difficulty band {list(band)}" if band else ""
+            why = f" in the difficulty band {list(cut)}" if cut else ""
             raise UserError(
                 f"stage {name!r}: source {s.source!r} has no prompt/answer records{why}"
             )

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from arcforge.config import load_config
 from arcforge.errors import ConfigError, UserError
@@ -81,3 +82,29 @@ def test_difficulty_band_cuts_the_task_pools(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(UserError, match=r"holds no tasks in the difficulty band \[0.6, 0.9\]"):
         task_pools(cfg([0.6, 0.9]))
+
+
+def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
+    """`sources: [{source, difficulty: [lo, hi]}]` cuts that source only; the others keep the
+    stage's band (none here); a bad band is a config error naming the key."""
+    from arcforge.stages.agentic_rl import task_pools
+    from arcforge.train.async_rl import AgenticRLStageCfg
+
+    def write(name, kind, diffs):
+        path = tmp_path / f"{name}.jsonl"
+        rows = [{"id": f"{name}{i}", "kind": kind, "instruction": f"{name} {i}?", "difficulty": d,
+                 "validation": {"answer": str(i)}} for i, d in enumerate(diffs)]  # fmt: skip
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return f"jsonl:{path}"
+
+    easy_only = {"source": write("s", "search", [0.25, 0.5, 0.75, 0.25]), "difficulty": [0, 0.25]}
+    every = {"source": write("m", "math", [0.25, 0.5, 1.0])}
+    cfg = AgenticRLStageCfg.model_validate(
+        {"name": "a", "kind": "agentic_rl", "sources": [easy_only, every]}
+    )
+    pools, _ = task_pools(cfg)
+    assert sorted(t.id for t in pools["search"]) == ["s0", "s3"]
+    assert sorted(t.id for t in pools["math"]) == ["m0", "m1", "m2"]
+    with pytest.raises(ValidationError, match="difficulty must be"):
+        AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "sources": [
+            {**every, "difficulty": [0.5, 0.25]}]})  # fmt: skip
