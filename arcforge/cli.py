@@ -226,7 +226,7 @@ def eval_(
     res = evaluate_checkpoint(
         target, build_world_from_cfg(cfg), cfg.eval, names, episodes_dir=episodes
     )
-    keys = ("score", "ci", "n", "outcomes")
+    keys = ("score", "ci", "n", "outcomes", "by_hops")
     typer.echo(
         json.dumps({k: {kk: v[kk] for kk in keys if kk in v} for k, v in res.items()}, indent=1)
     )

@@ -36,7 +36,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
     if not cfg_path.exists():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
-    stages, matrix, items, outcomes = [], {}, {}, {}
+    stages, matrix, items, outcomes, hops = [], {}, {}, {}, {}
     for s in cfg.get("stages", []):
         name = s["name"]
         done = run_dir / name / "DONE"
@@ -56,6 +56,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
                     items.setdefault(suite, {})[name] = r["scores"]
                 if r.get("outcomes"):
                     outcomes.setdefault(suite, {})[name] = r["outcomes"]
+                if r.get("by_hops"):
+                    hops.setdefault(suite, {})[name] = r["by_hops"]
                 if r.get("reused_from"):
                     info.setdefault("eval_reused_from", r["reused_from"])
     return {
@@ -65,6 +67,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "changes": changes(matrix, [s["name"] for s in stages], items),
         "forgetting": forgetting(matrix, stages),
         "outcomes": outcomes,
+        "by_hops": hops,
     }
 
 
@@ -317,6 +320,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         )
     lines += _forgetting_md(rep.get("forgetting", []))
     lines += _outcomes_md(rep.get("outcomes", {}), order)
+    lines += _hops_md(rep.get("by_hops", {}), order)
     lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
     for s in rep["stages"]:
         extra = {
@@ -362,6 +366,26 @@ def _outcomes_md(outcomes: dict[str, dict[str, dict[str, int]]], order: list[str
     for suite, by in outcomes.items():
         for stage in [s for s in order if s in by]:
             cells = " | ".join(str(by[stage].get(k, 0)) for k in OUTCOMES)
+            out.append(f"| {suite} | {stage} | {cells} |")
+    return out
+
+
+def _hops_md(hops: dict[str, dict[str, dict[str, list[int]]]], order: list[str]) -> list[str]:
+    """Tool and search suites: solved of n per hop count, per stage."""
+    if not hops:
+        return []
+    counts = sorted({h for by in hops.values() for st in by.values() for h in st}, key=int)
+    out = _table_head(
+        "Agent suites by hop count",
+        "Solved / n held-out questions per number of hops (lookups or searches the question "
+        "needs); 0 hops: arithmetic only.",
+        ["suite", "stage", *(f"{h} hops" for h in counts)],
+    )
+    for suite, by in hops.items():
+        for stage in [s for s in order if s in by]:
+            cells = " | ".join(
+                f"{by[stage][h][0]}/{by[stage][h][1]}" if h in by[stage] else "–" for h in counts
+            )
             out.append(f"| {suite} | {stage} | {cells} |")
     return out
 

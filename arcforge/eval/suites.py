@@ -56,6 +56,7 @@ class SuiteOutput:
     scores: list[float]
     examples: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, int] | None = None  # agent suites: arcforge.eval.failures
+    by_hops: dict[str, list[int]] | None = None  # tool/search: hop count -> [solved, n]
     episodes: list[dict[str, Any]] = field(default_factory=list)  # one record per episode
 
 
@@ -281,6 +282,20 @@ def _general_suite(
     return run
 
 
+def by_hops(tasks: list[Task], scores: list[float]) -> dict[str, list[int]] | None:
+    """{hop count: [solved, n]} for suites whose tasks carry metadata["hops"] (tool, search),
+    as multi-hop QA results are reported per hop; None for the others."""
+    hops = [t.metadata.get("hops") for t in tasks]
+    if not hops or not all(isinstance(h, int) for h in hops):
+        return None
+    out: dict[str, list[int]] = {}
+    for h, s in sorted(zip(hops, scores)):
+        cell = out.setdefault(str(h), [0, 0])
+        cell[0] += int(s >= 1.0)
+        cell[1] += 1
+    return out
+
+
 def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
     """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
 
@@ -308,11 +323,13 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
             for t, tr in list(zip(tasks, trajs))[:3]
         ]
         episodes = [episode_record(t, tr) for t, tr in zip(tasks, trajs)]
+        scores = [float(tr.reward >= 1.0) for tr in trajs]
         return SuiteOutput(
-            [float(tr.reward >= 1.0) for tr in trajs],
+            scores,
             ex,
             outcomes=tally(e["outcome"] for e in episodes),
             episodes=episodes,
+            by_hops=by_hops(tasks, scores),
         )
 
     return run

@@ -42,9 +42,17 @@ def test_env_suite_scores_one_for_the_expert_and_zero_for_garbage(world, tok, mo
     assert out.scores == [1.0] * n, out.examples
     assert all(e["finish"] == "answer" for e in out.examples)
     assert out.outcomes == {"solved": n} and len(out.episodes) == n
+    if suite in ("tool", "search"):  # per hop count: [solved, n], hop counts of these tasks
+        hops = Counter(str(t.metadata["hops"]) for t in _test_tasks(world, suite)[:n])
+        assert out.by_hops == {h: [c, c] for h, c in hops.items()}
+    else:
+        assert out.by_hops is None
     garbage = Evaluator(model, tok, GarbageEngine(tok, seed=5), world)
     k = 1 if suite in ("code", "swe") else n  # their grading runs pytest: one episode is enough
     out = SUITES[suite](garbage, cfg.model_copy(update={"max_new_tokens": 64, "n": k}))
     assert out.scores == [0.0] * k, out.examples
     assert "solved" not in out.outcomes and sum(out.outcomes.values()) == k
     assert Counter(e["outcome"] for e in out.episodes) == out.outcomes
+    if out.by_hops is not None:
+        assert sum(c[1] for c in out.by_hops.values()) == k
+        assert all(c[0] == 0 for c in out.by_hops.values())

@@ -71,3 +71,21 @@ def test_report_shows_where_episodes_fail(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")][2:]
     assert dict(zip(OUTCOMES, cells)) == {k: str({"tool_error": 7, "solved": 3}.get(k, 0))
                                           for k in OUTCOMES}  # fmt: skip
+
+
+def test_report_shows_search_by_hop_count(tmp_path):
+    stages = [{"name": "sft", "kind": "sft"}, {"name": "rl", "kind": "rl"}]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"name": "t", "stages": stages}))
+    (tmp_path / "eval").mkdir()
+    for stage, hops in [
+        ("sft", {"1": [4, 29], "2": [0, 39]}),
+        ("rl", {"1": [2, 29], "3": [1, 32]}),
+    ]:
+        res = {"search": {"score": 0.04, "ci": [0, 1], "n": 68, "by_hops": hops}}
+        (tmp_path / "eval" / f"{stage}.json").write_text(json.dumps(res))
+    write_report(tmp_path)
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["by_hops"]["search"]["sft"] == {"1": [4, 29], "2": [0, 39]}
+    md = (tmp_path / "report.md").read_text()
+    assert "| suite | stage | 1 hops | 2 hops | 3 hops |" in md
+    assert "| search | sft | 4/29 | 0/39 | – |" in md and "| search | rl | 2/29 | – | 1/32 |" in md

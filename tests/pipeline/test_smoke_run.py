@@ -116,6 +116,8 @@ def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
     rows = [json.loads(x) for x in (out / "tool.jsonl").read_text().splitlines()]
     assert len(rows) == res["n"] == sum(res["outcomes"].values())
     assert sum(x["outcome"] == "solved" for x in rows) == round(res["score"] * res["n"])
+    assert sum(c[1] for c in res["by_hops"].values()) == res["n"]
+    assert sum(c[0] for c in res["by_hops"].values()) == round(res["score"] * res["n"])
     assert all(any(m["role"] == "user" for m in x["messages"]) for x in rows)
 
 
