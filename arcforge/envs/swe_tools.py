@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import shlex
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from arcforge.types import Tool
 SWE_TOOLS = ("view_function", "replace_function", "view_file", "search_code", "edit_file",
              "run_tests", "bash")  # fmt: skip
 # the world's SWE tasks offer these (SWEEnv's `offered_tools`): edit_file and bash left out
-WORLD_SWE_TOOLS = ["view_function", "replace_function", "view_file", "search_code", "run_tests"]
+WORLD_SWE_TOOLS = ("view_function", "replace_function", "view_file", "search_code", "run_tests")
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,24 @@ def _matches(d: Definition, name: str) -> bool:
     return d.name == name or d.name.rsplit(".", 1)[-1] == name
 
 
+def definition_at(source: str, path: str, name: str, line: int) -> Definition:
+    """The definition of `name` in `source` that spans `line` (1-based), e.g. a bug's function.
+
+    Raises:
+        ValueError: when no such definition spans that line.
+    """
+    for d in definitions(source, path):
+        if _matches(d, name) and d.start <= line <= d.end:
+            return d
+    raise ValueError(f"{path}: no definition of {name!r} spans line {line}")
+
+
 def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> dict[str, Tool]:
     """view_function and replace_function bound to one sandbox; `skip(rel_path)` leaves a file
     out of the search (SWEEnv passes `is_protected`: tests and runner files)."""
 
-    def find(name: str, path: str) -> tuple[list[Definition], str]:
+    def find(name: str, path: str) -> tuple[list[tuple[Definition, str]], str]:
+        """(definitions of `name` with their file's text, error): files are read once."""
         bare = name.rsplit(".", 1)[-1]
         if not bare.isidentifier():
             return [], f"error: {name!r} is not a function name"
@@ -97,7 +111,7 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
                 text = sb.read_file(f)
             except SandboxError as err:
                 return [], f"error: cannot read {f}: {err}"
-            found += [d for d in definitions(text, f) if _matches(d, name)]
+            found += [(d, text) for d in definitions(text, f) if _matches(d, name)]
         if not found:
             where = f" in {path}" if path else ""
             return [], f"error: no function {name!r} is defined{where}; use search_code to look"
@@ -113,7 +127,7 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
         found, err = find(str(name), str(path))
         if err:
             return err
-        blocks = [show_definition(d, sb.read_file(d.path)) for d in found[:5]]
+        blocks = [show_definition(d, text) for d, text in found[:5]]
         more = f"\n({len(found) - 5} more definitions not shown)" if len(found) > 5 else ""
         return "\n\n".join(blocks) + more
 
@@ -129,16 +143,17 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
         if err:
             return err
         if len(found) > 1:
-            where = ", ".join(f"{d.path}:{d.start}" for d in found[:10])
+            where = ", ".join(f"{d.path}:{d.start}" for d, _ in found[:10])
             return f"error: {name!r} is defined {len(found)} times ({where}); pass path"
-        d, bare = found[0], str(name).rsplit(".", 1)[-1]
-        new = [d2 for d2 in definitions(_dedent(code), "<code>") if d2.name == bare]
-        if not new:
+        (d, source), bare = found[0], str(name).rsplit(".", 1)[-1]
+        code = textwrap.dedent(str(code).strip("\n")) + "\n"
+        if not any(d2.name == bare for d2 in definitions(code, "<code>")):
             return f"error: code must be a valid Python definition of {bare!r} (def {bare}(...):)"
-        lines = sb.read_file(d.path).splitlines(keepends=True)
-        indent = lines[d.start - 1][: len(lines[d.start - 1]) - len(lines[d.start - 1].lstrip())]
+        lines = source.splitlines(keepends=True)
+        first = lines[d.start - 1]
+        indent = first[: len(first) - len(first.lstrip())]
         body = "".join(indent + ln if ln.strip() else ln
-                       for ln in _dedent(code).rstrip("\n").splitlines(keepends=True))  # fmt: skip
+                       for ln in code.rstrip("\n").splitlines(keepends=True))  # fmt: skip
         text = "".join(lines[: d.start - 1]) + body + "\n" + "".join(lines[d.end :])
         try:
             ast.parse(text)
@@ -150,9 +165,3 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
         return f"ok: replaced {d.name} in {d.path} (lines {d.start}-{d.end})"
 
     return {f.__name__: Tool.from_function(f) for f in (view_function, replace_function)}
-
-
-def _dedent(code: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(str(code).strip("\n")) + "\n"

@@ -261,18 +261,13 @@ def _terminal_script(task: Task) -> list[Message]:
 def fixed_function(task: Task) -> str:
     """The whole definition of a world SWE task's buggy function with its bug line restored
     (`metadata["original_line"]`), as it reads in the repository: the expert's replacement."""
-    from arcforge.envs.swe_tools import definitions
+    from arcforge.envs.swe_tools import definition_at
 
     bug = task.context["bug"]
     lines = bug["mutated"].splitlines()
     lines[bug["line"] - 1] = task.metadata["original_line"]
-    fixed = "\n".join(lines) + "\n"
-    for d in definitions(fixed, bug["path"]):
-        if d.name.rsplit(".", 1)[-1] == bug["function"] and d.start <= bug["line"] <= d.end:
-            return "\n".join(fixed.splitlines()[d.start - 1 : d.end]) + "\n"
-    raise ValueError(
-        f"task {task.id}: no definition of {bug['function']!r} around line {bug['line']}"
-    )
+    d = definition_at("\n".join(lines), bug["path"], bug["function"], bug["line"])
+    return "\n".join(lines[d.start - 1 : d.end]) + "\n"
 
 
 def _swe_script(task: Task) -> list[Message]:

@@ -160,17 +160,13 @@ def terminal_demo(task: Task) -> list[Message]:
 def swe_demo(task: Task) -> list[Message]:
     """view_function on the function the issue names -> replace_function with the fixed
     definition -> summary with the diff (the tools and observations of SWEEnv's)."""
-    from arcforge.envs.swe_tools import definitions, show_definition
+    from arcforge.envs.swe_tools import definition_at, show_definition
     from arcforge.rollout.policies import fixed_function
 
     bug = task.context["bug"]
     path, line, fn = bug["path"], bug["line"], bug["function"]
     old = bug["mutated"].splitlines()[line - 1].strip()
-    d = next(
-        d
-        for d in definitions(bug["mutated"], path)
-        if d.name.rsplit(".", 1)[-1] == fn and d.start <= line <= d.end
-    )
+    d = definition_at(bug["mutated"], path, fn, line)
     return [
         Message("user", task.instruction),
         Message("assistant", "", reasoning=f"The issue is about `{fn}`; I look at its definition.",

@@ -105,20 +105,14 @@ class Repo:
                 text = pat.sub(new, text)
             return text
 
-        def sub_test(test: str) -> str:  # test_<old>_N: the name sits between underscores
-            for old, new in names.items():
-                if test.startswith(f"test_{old}_"):
-                    return f"test_{new}_" + test[len(f"test_{old}_") :]
-            return test
+        def sub_tests(text: str) -> str:  # test_<old>_N: the name sits between underscores
+            for old, new in sorted(names.items(), key=lambda kv: -len(kv[0])):
+                text = text.replace(f"test_{old}_", f"test_{new}_")
+            return text
 
-        tests = {}
-        for p, t in self.tests.items():
-            for old, new in names.items():
-                t = t.replace(f"def test_{old}_", f"def test_{new}_")
-            tests[p] = sub(t)
-        return Repo(self.name, self.package, {p: sub(t) for p, t in self.files.items()}, tests,
-                    self.description,
-                    [TestCase(c.path, sub_test(c.test), sub(c.call), c.expected) for c in self.cases])  # fmt: skip
+        return Repo(self.name, self.package, {p: sub(t) for p, t in self.files.items()},
+                    {p: sub(sub_tests(t)) for p, t in self.tests.items()}, self.description,
+                    [TestCase(c.path, sub_tests(c.test), sub(c.call), c.expected) for c in self.cases])  # fmt: skip
 
     def run_tests(self, files: dict[str, str] | None = None) -> dict[str, bool]:
         """In-process run of every test: node id -> passed. `files` overrides module sources."""

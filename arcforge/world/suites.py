@@ -231,12 +231,12 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
               n_test: int, names: NameBank | None = None, fresh: float = 0.0,
               fresh_functions: float = 0.0) -> Split:  # fmt: skip
     """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
-    rest. With `fresh_functions` > 0 (world option `swe_fresh_functions`) a train task's repo
-    has, with that chance, every function renamed to a made-up name (`Repo.functions_renamed`;
-    drawn from `names`, so the bugs stay as they were). With `fresh` > 0 (world option
-    `swe_fresh_repos`) a train task's repo is, with that
+    rest. With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
     chance, renamed to a made-up name from `names` (its own rng: `rng`'s draws, and so the
-    bugs, stay as they were); `context["renamed_from"]` names the world repo it copies."""
+    bugs, stay as they were); `context["renamed_from"]` names the world repo it copies. With
+    `fresh_functions` > 0 (world option `swe_fresh_functions`) a train task's repo has, with
+    that chance, every function renamed to a made-up name from `names`
+    (`Repo.functions_renamed`); `context["functions_renamed"]` maps old names to new."""
     out = []
     groups = (("train", repos[n_test_repos:], n_train), ("test", repos[:n_test_repos], n_test))
     for split, group, n in groups:
