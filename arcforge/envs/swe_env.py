@@ -3,9 +3,10 @@
 The workspace is the repository at its base commit with no future: a fresh `git init` and one
 commit of the base tree (no later commits, no other refs, no reflog, no packed objects of the
 fix). World tasks build it from the `Repo` with the bug applied; imported SWE-bench instances
-from `git archive <base_commit>` of a local clone (context["repo_path"]). Tools: view_function
-and replace_function (by symbol, as AutoCodeRover's search_method; `swe_tools`), view_file,
-search_code, edit_file (exact replace), run_tests (the visible tests), bash.
+from `git archive <base_commit>` of a local clone (context["repo_path"]). Tools: localize
+(spectrum-based fault localization over the visible tests, as AutoCodeRover's SBFL),
+view_function and replace_function (by symbol, as AutoCodeRover's search_method; `swe_tools`),
+view_file, search_code, edit_file (exact replace), run_tests (the visible tests), bash.
 
 Grading (`verify`), designed so nothing the agent can write decides the verdict:
 1. the agent's workspace is copied out to the host and sanitised there against the base tree:
@@ -57,8 +58,9 @@ _GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
 def offered_tools(task: Task, known: tuple[str, ...]) -> list[str]:
     """The tools an episode offers: the task's own list (`Task.tools`, in the env's order) when
     it has one, else every tool the env knows. A task picks a subset because every tool's schema
-    sits in the prompt: the world's SWE tasks leave out edit_file and bash (about 390 of the
-    demo model's 2048 tokens of context), which replace_function and view_file cover."""
+    sits in the prompt: the world's SWE tasks offer localize, view_function, replace_function
+    and run_tests (`WORLD_SWE_TOOLS`; all eight schemas would take over half of the demo
+    model's 2048 tokens of context), which cover what the path-based tools do there."""
     if not task.tools:
         return list(known)
     unknown = sorted(set(task.tools) - set(known))
@@ -244,7 +246,10 @@ class SWEEnv:
         else:
             self.snap = world_snapshot(task, self.repos, self.tmp)
         fresh_repo(self.snap.base, self.tmp / "work")
-        self.sb = open_task_sandbox(self.backend, self.limits, workspace=self.tmp / "work")
+        # no .pyc: an edit within the same second that keeps a module's size (`n - 1` ->
+        # `n + 1`) would otherwise leave the old bytecode in use for the next test run
+        self.sb = open_task_sandbox(self.backend, self.limits, workspace=self.tmp / "work",
+                                    env={"PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
         tools = sandbox_tools(self.sb, self.tool_timeout)
         tools["run_tests"] = Tool.from_function(self._run_tests, name="run_tests")
         tools.update(function_tools(self.sb, self.tool_timeout, is_protected))

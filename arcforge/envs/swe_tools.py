@@ -1,23 +1,38 @@
-"""Function-level code tools for SWEEnv: view_function(name) and replace_function(name, code).
+"""Function-level code tools for SWEEnv: localize(), view_function(name), replace_function(code).
 
 AutoCodeRover's agent navigates a repository by symbol (`search_method`, `search_class`,
-`search_method_in_file`) rather than by path, and Agentless localizes to functions before it
-edits. These two tools give SWEEnv that interface on top of the sandbox's files: the agent names
-a function from the issue, sees its definition with its file and line numbers, and writes the
-whole fixed definition back. Python's own `ast` finds definitions (top-level functions and
-methods, `Class.method` for a method), so decorators, docstrings and nested blocks are handled
-exactly; candidate files come from a `grep` in the sandbox, so a large repository is not parsed
-whole. Test files and directories (`swe_env.is_protected`) are not searched: the grader resets
-them anyway.
+`search_method_in_file`) rather than by path, and ranks functions by spectrum-based fault
+localization (SBFL) when the repository has a failing test; Agentless localizes to functions
+before it edits. These tools give SWEEnv that interface on top of the sandbox's files:
 
-The demo's 4-layer model did not copy made-up paths from an issue into view_file / edit_file
-(SWE 0 of 4 after SFT in sessions 20-23, every failure a path read from training); a function
-named in the issue is a name it has seen in the world's code tasks.
+- `localize()` runs the repository's tests under pytest with a profiler hook that records which
+  repository functions each test calls, ranks functions by the Ochiai score
+  ef / sqrt(F * (ef + ep)) (F failing tests, ef / ep the failing / passing tests that call the
+  function) and shows the top one. It needs a test that fails on the bug (world repos ship
+  one; a SWE-bench instance's F2P tests only arrive at grading, and then it says so).
+- `view_function(name)` shows a definition by name.
+- `replace_function(code, name="")` writes a new definition, or, when `code` does not define
+  the function, a new body under its existing signature and docstring (as a HumanEval
+  completion completes a stub; CodeEnv's `assemble`). Without `name` it edits the function
+  shown last: SWE-agent's editor likewise edits the file it has open.
+
+Python's own `ast` finds definitions (top-level functions and methods, `Class.method` for a
+method), so decorators, docstrings and nested blocks are handled exactly; candidate files come
+from a `grep` in the sandbox, so a large repository is not parsed whole. Test files and
+directories (`swe_env.is_protected`) are neither searched nor ranked: the grader resets them.
+
+Why no names or paths in the world's flow: the demo's 4-layer model did not copy made-up paths
+from an issue into view_file / edit_file (SWE 0 of 4 after SFT in sessions 20-23), nor the
+issue's function name into view_function (the first call named it in 2 of 20 held-out tasks
+in session 25, every other call a name remembered from training). localize needs no argument,
+and a body under the signature shown is what the model writes in the code suite.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import math
 import shlex
 import textwrap
 from collections.abc import Callable
@@ -27,10 +42,10 @@ from arcforge.envs.sandbox_types import Sandbox, SandboxError
 from arcforge.types import Tool
 
 # the tools every SWE episode offers (SWEEnv), in the order its prompt lists them
-SWE_TOOLS = ("view_function", "replace_function", "view_file", "search_code", "edit_file",
-             "run_tests", "bash")  # fmt: skip
-# the world's SWE tasks offer these (SWEEnv's `offered_tools`): edit_file and bash left out
-WORLD_SWE_TOOLS = ("view_function", "replace_function", "view_file", "search_code", "run_tests")
+SWE_TOOLS = ("localize", "view_function", "replace_function", "view_file", "search_code",
+             "edit_file", "run_tests", "bash")  # fmt: skip
+# the world's SWE tasks offer these (SWEEnv's `offered_tools`): the path-based tools left out
+WORLD_SWE_TOOLS = ("localize", "view_function", "replace_function", "run_tests")
 
 
 @dataclass(frozen=True)
@@ -87,9 +102,65 @@ def definition_at(source: str, path: str, name: str, line: int) -> Definition:
     raise ValueError(f"{path}: no definition of {name!r} spans line {line}")
 
 
+# Runs in the sandbox (`python3 - ARGS`, this text on stdin): pytest with a plugin that records,
+# per test, the (file, qualified name) of every function called under the repository root.
+_TRACE_RUNNER = r"""
+import json, os, sys
+import pytest
+ROOT = os.getcwd() + "/"
+class Trace:
+    def __init__(self):
+        self.calls, self.outcome, self.cur = {}, {}, set()
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(ROOT):
+            code = frame.f_code
+            self.cur.add((code.co_filename[len(ROOT):], code.co_qualname))
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self.cur = set()
+        sys.setprofile(self._profile)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
+            self.calls[item.nodeid] = sorted(self.cur)
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome == "failed":
+            self.outcome[report.nodeid] = report.outcome
+trace = Trace()
+code = pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[trace])
+print("@@TRACE@@" + json.dumps({"exit": int(code), "tests": {
+    n: [trace.outcome.get(n, "failed"), trace.calls.get(n, [])] for n in trace.outcome}}))
+"""
+
+
+def ochiai(tests: dict[str, tuple[str, list[tuple[str, str]]]],
+           keep: Callable[[str], bool]) -> list[tuple[float, str, str]]:  # fmt: skip
+    """[(score, path, qualname)] of the functions failing tests call, best first: Ochiai
+    ef / sqrt(F * (ef + ep)) over `tests` ({node id: (outcome, [(path, qualname)])}); only
+    functions whose path passes `keep`, nested code (`f.<locals>.g`, a comprehension) counted
+    as its outermost definition. Ties keep the order of path and name."""
+    failing = sum(outcome == "failed" for outcome, _ in tests.values())
+    if not failing:
+        return []
+    ef: dict[tuple[str, str], int] = {}
+    ep: dict[tuple[str, str], int] = {}
+    for outcome, calls in tests.values():
+        # a comprehension, lambda or nested def counts as the definition around it
+        outer = {(p, q.split(".<", 1)[0]) for p, q in calls}
+        for key in {(p, q) for p, q in outer if keep(p) and q and not q.startswith("<")}:
+            side = ef if outcome == "failed" else ep
+            side[key] = side.get(key, 0) + 1
+    scored = [(n / math.sqrt(failing * (n + ep.get(k, 0))), *k) for k, n in ef.items()]
+    return sorted(scored, key=lambda r: (-r[0], r[1], r[2]))
+
+
 def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> dict[str, Tool]:
-    """view_function and replace_function bound to one sandbox; `skip(rel_path)` leaves a file
-    out of the search (SWEEnv passes `is_protected`: tests and runner files)."""
+    """localize, view_function and replace_function bound to one sandbox; `skip(rel_path)`
+    leaves a file out of the search and the ranking (SWEEnv passes `is_protected`: tests and
+    runner files). The three share the function shown last, which replace_function edits when
+    it is not given a name."""
+    shown: list[tuple[str, str]] = []  # [(path, name)] of the definition shown last
 
     def find(name: str, path: str) -> tuple[list[tuple[Definition, str]], str]:
         """(definitions of `name` with their file's text, error): files are read once."""
@@ -117,6 +188,39 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
             return [], f"error: no function {name!r} is defined{where}; use search_code to look"
         return found, ""
 
+    def show(found: list[tuple[Definition, str]]) -> str:
+        shown[:] = [(found[0][0].path, found[0][0].name)] if len(found) == 1 else []
+        blocks = [show_definition(d, text) for d, text in found[:5]]
+        more = f"\n({len(found) - 5} more definitions not shown)" if len(found) > 5 else ""
+        return "\n\n".join(blocks) + more
+
+    def localize() -> str:
+        """Run the tests and show the function the failing tests point to (spectrum-based
+        fault localization), which replace_function then edits."""
+        res = sb.exec("python3 -", timeout=timeout, stdin=_TRACE_RUNNER)
+        out = res.stdout.rsplit("@@TRACE@@", 1)
+        if len(out) < 2:
+            return "error: the tests did not run:\n" + (res.stdout + res.stderr)[-1500:]
+        try:
+            tests = {n: (o, [tuple(c) for c in calls])
+                     for n, (o, calls) in json.loads(out[1])["tests"].items()}  # fmt: skip
+        except (ValueError, TypeError, KeyError) as err:
+            return f"error: unreadable test trace ({err})"
+        failing = sum(o == "failed" for o, _ in tests.values())
+        head = f"{failing} failing, {len(tests) - failing} passing tests"
+        if not failing:
+            shown.clear()
+            return f"{head}: no failing test to localize from; run_tests shows the results"
+        ranked = [r for r in ochiai(tests, lambda p: not skip(p)) if r[0] > 0]
+        if not ranked:
+            shown.clear()
+            return f"{head}; the failing tests call no repository function outside the tests"
+        lines = [f"{head}; most suspicious functions:"]
+        lines += [f"  {score:.2f} {path} {name}" for score, path, name in ranked[:3]]
+        _, path, name = ranked[0]
+        found, err = find(name, path)
+        return "\n".join(lines) + "\n\n" + (err or show(found))
+
     def view_function(name: str, path: str = "") -> str:
         """Show a function's code with its file and line numbers.
 
@@ -125,36 +229,52 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
             path: its file, only when several files define it.
         """
         found, err = find(str(name), str(path))
-        if err:
-            return err
-        blocks = [show_definition(d, text) for d, text in found[:5]]
-        more = f"\n({len(found) - 5} more definitions not shown)" if len(found) > 5 else ""
-        return "\n\n".join(blocks) + more
+        return err or show(found)
 
-    def replace_function(name: str, code: str, path: str = "") -> str:
-        """Replace a function's whole definition with new code.
+    def replace_function(code: str, name: str = "", path: str = "") -> str:
+        """Replace a function's definition with new code.
 
         Args:
-            name: the function's name.
-            code: the new definition, from its def line.
+            code: the new definition from its def line, or only the new body below the
+                signature and docstring.
+            name: the function; empty for the one localize or view_function showed last.
             path: its file, only when several files define it.
         """
-        found, err = find(str(name), str(path))
+        name, path = str(name), str(path)
+        if not name:
+            if not shown:
+                return "error: no function shown yet: call localize or view_function, or pass name"
+            path, name = shown[0]
+        found, err = find(name, path)
         if err:
             return err
         if len(found) > 1:
             where = ", ".join(f"{d.path}:{d.start}" for d, _ in found[:10])
             return f"error: {name!r} is defined {len(found)} times ({where}); pass path"
-        (d, source), bare = found[0], str(name).rsplit(".", 1)[-1]
+        (d, source), bare = found[0], name.rsplit(".", 1)[-1]
         code = textwrap.dedent(str(code).strip("\n")) + "\n"
-        if not any(d2.name == bare for d2 in definitions(code, "<code>")):
-            return f"error: code must be a valid Python definition of {bare!r} (def {bare}(...):)"
         lines = source.splitlines(keepends=True)
-        first = lines[d.start - 1]
-        indent = first[: len(first) - len(first.lstrip())]
-        body = "".join(indent + ln if ln.strip() else ln
-                       for ln in code.rstrip("\n").splitlines(keepends=True))  # fmt: skip
-        text = "".join(lines[: d.start - 1]) + body + "\n" + "".join(lines[d.end :])
+        try:
+            tops = [n.name for n in ast.parse(code).body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]  # fmt: skip
+        except SyntaxError:
+            tops = []
+        if tops and bare not in tops:
+            return (f"error: code defines {', '.join(tops)}, not {bare!r}: write the definition "
+                    f"of {bare!r} (def {bare}(...):) or only its body")  # fmt: skip
+        if tops:
+            first = lines[d.start - 1]
+            indent = first[: len(first) - len(first.lstrip())]
+            start = d.start
+        else:  # a body: under the existing signature and docstring
+            start = body_start(source, d)
+            first = lines[start - 1] if start <= d.end else lines[d.end - 1]
+            indent = first[: len(first) - len(first.lstrip())]
+            if start > d.end or not indent:
+                indent = " " * (len(lines[d.start - 1]) - len(lines[d.start - 1].lstrip()) + 4)
+        new = "".join(indent + ln if ln.strip() else ln
+                      for ln in code.rstrip("\n").splitlines(keepends=True))  # fmt: skip
+        text = "".join(lines[: start - 1]) + new + "\n" + "".join(lines[d.end :])
         try:
             ast.parse(text)
         except SyntaxError as e:
@@ -162,6 +282,24 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
                 f"error: the file would not parse after the replacement (line {e.lineno}: {e.msg})"
             )
         sb.write_file(d.path, text)
+        shown[:] = [(d.path, d.name)]
         return f"ok: replaced {d.name} in {d.path} (lines {d.start}-{d.end})"
 
-    return {f.__name__: Tool.from_function(f) for f in (view_function, replace_function)}
+    tools = (localize, view_function, replace_function)
+    return {f.__name__: Tool.from_function(f) for f in tools}
+
+
+def body_start(source: str, d: Definition) -> int:
+    """The first line of `d`'s body after its signature and docstring (d.end + 1 when the body
+    is only a docstring)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.lineno <= d.end and (node.end_lineno or 0) == d.end
+                and min([node.lineno, *(x.lineno for x in node.decorator_list)]) == d.start):  # fmt: skip
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):  # fmt: skip
+                return (body[0].end_lineno or body[0].lineno) + 1
+            return body[0].lineno
+    raise ValueError(f"{d.path}: no definition spans lines {d.start}-{d.end}")

@@ -270,28 +270,37 @@ def fixed_function(task: Task) -> str:
     return "\n".join(lines[d.start - 1 : d.end]) + "\n"
 
 
+def fixed_body(task: Task) -> str:
+    """The body of a world SWE task's buggy function, below its signature and docstring, with
+    the bug line restored: the expert's replacement (`replace_function` keeps the rest)."""
+    from arcforge.envs.swe_tools import body_start, definition_at
+
+    bug = task.context["bug"]
+    lines = bug["mutated"].splitlines()
+    lines[bug["line"] - 1] = task.metadata["original_line"]
+    source = "\n".join(lines) + "\n"
+    d = definition_at(source, bug["path"], bug["function"], bug["line"])
+    return "\n".join(lines[body_start(source, d) - 1 : d.end]) + "\n"
+
+
 def _swe_script(task: Task) -> list[Message]:
-    """view_function the function the issue names, replace_function with the fixed definition,
-    run_tests on its test file, then a short summary.
+    """localize, replace_function with the fixed body of the function it showed, run_tests,
+    then a short summary: no name or path to copy from the issue.
 
     Until session 25 the expert did view_file on the module's path and edit_file on the bug
     line: after SFT the demo model read a path remembered from training instead of the issue's
-    (SWE 0 of 4 in sessions 21-23, every failure a tool_error). The function the issue names
-    is one of the world's code-task functions, which SFT writes from a stub (code 25 of 40)."""
-    bug = task.context["bug"]
-    fn, line = bug["function"], bug["line"]
-    wrong, right = (
-        bug["mutated"].splitlines()[line - 1].strip(),
-        task.metadata["original_line"].strip(),
-    )
-    tests = task.validation.fail_to_pass[0].split("::")[0] if task.validation.fail_to_pass else ""
+    (SWE 0 of 4 in sessions 21-23). In session 25 it named the issue's function in
+    view_function and wrote the whole fixed definition: the model named the issue's function in
+    2 of 20 held-out tasks (0 of 20 when asked to copy it into its reasoning, even on train
+    tasks) and solved none. Session 26: spectrum-based localization needs no argument, and the
+    body under a signature and docstring shown is what the model writes in the code suite."""
+    fn = task.context["bug"]["function"]
     return [
-        _call("view_function", {"name": fn}, f"The issue is about `{fn}`; I look at its definition."),
-        _call("replace_function", {"name": fn, "code": fixed_function(task)},
-              f"`{wrong}` is wrong; it should be `{right}`."),
-        _call("run_tests", {"path": tests}, f"Now the tests of `{fn}` should pass."),
-        Message("assistant", f"Fixed `{fn}`: `{wrong}` now reads `{right}`.",
-                reasoning="The tests pass."),
+        _call("localize", {}, "I run the tests to find the function the failing ones point to."),
+        _call("replace_function", {"code": fixed_body(task)},
+              "Its body should do what the docstring says."),
+        _call("run_tests", {}, "Now every test should pass."),
+        Message("assistant", f"Fixed `{fn}`; the tests pass.", reasoning="The tests pass."),
     ]  # fmt: skip
 
 
@@ -322,7 +331,8 @@ EXPERT_VERSIONS = {
     "search": 3,
     "code": 3,  # 2: the block in one reply, no run_python check (session 22); 3: the body
     # that completes the task's stub (session 24)
-    "swe": 2,  # 2: view_function / replace_function by the issue's function name (session 25)
+    "swe": 3,  # 2: view_function / replace_function by the issue's function name (session 25);
+    # 3: localize, then the fixed body (session 26)
 }
 
 

@@ -158,10 +158,11 @@ def terminal_demo(task: Task) -> list[Message]:
 
 
 def swe_demo(task: Task) -> list[Message]:
-    """view_function on the function the issue names -> replace_function with the fixed
-    definition -> summary with the diff (the tools and observations of SWEEnv's)."""
+    """view_function on the function the issue names -> replace_function with its fixed body
+    (the function shown last) -> summary with the diff (the tools and observations of
+    SWEEnv's; the expert episodes localize first instead, which needs a test run)."""
     from arcforge.envs.swe_tools import definition_at, show_definition
-    from arcforge.rollout.policies import fixed_function
+    from arcforge.rollout.policies import fixed_body
 
     bug = task.context["bug"]
     path, line, fn = bug["path"], bug["line"], bug["function"]
@@ -173,7 +174,7 @@ def swe_demo(task: Task) -> list[Message]:
                 tool_calls=[ToolCall("view_function", {"name": fn}, "call_0")]),
         Message("tool", show_definition(d, bug["mutated"]), tool_call_id="call_0", name="view_function"),
         Message("assistant", "", reasoning=f"Line {line} of `{fn}` is wrong: `{old}`.",
-                tool_calls=[ToolCall("replace_function", {"name": fn, "code": fixed_function(task)}, "call_1")]),
+                tool_calls=[ToolCall("replace_function", {"code": fixed_body(task)}, "call_1")]),
         Message("tool", f"ok: replaced {d.name} in {path} (lines {d.start}-{d.end})",
                 tool_call_id="call_1", name="replace_function"),
         Message("assistant", f"Fixed `{fn}` in {path}:\n```diff\n{task.metadata['patch']}```",

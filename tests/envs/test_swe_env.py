@@ -17,8 +17,8 @@ from arcforge.envs.check import check_task
 from arcforge.envs.importers import import_swebench
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.swe_env import SWEEnv, is_protected
-from arcforge.envs.swe_tools import SWE_TOOLS, WORLD_SWE_TOOLS, definitions
-from arcforge.rollout.policies import expert_script, fixed_function
+from arcforge.envs.swe_tools import SWE_TOOLS, WORLD_SWE_TOOLS, definitions, ochiai
+from arcforge.rollout.policies import expert_script, fixed_body, fixed_function
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
 from arcforge.world.demos import swe_demo
@@ -275,17 +275,17 @@ def test_view_function_shows_the_definition_with_path_and_line_numbers(world, en
 def test_replace_function_fixes_the_bug_and_rejects_bad_code(world, env):
     task = world.tasks("swe", "test")[0]
     bug = task.context["bug"]
-    env.reset(task)
+    env.reset(_every_tool(task))
     before = _call(env, "view_file", path=bug["path"])
-    assert "error: code must be a valid Python definition" in _call(
+    assert "error: code defines other, not" in _call(
         env, "replace_function", name=bug["function"], code="def other():\n    return 1\n"
     )
-    assert "error: code must be" in _call(
+    assert "error: the file would not parse" in _call(
         env, "replace_function", name=bug["function"], code="def ("
     )
     assert _call(env, "view_file", path=bug["path"]) == before  # nothing written on an error
     assert env.verify().score == 0.0
-    env.reset(task)
+    env.reset(_every_tool(task))
     out = _call(env, "replace_function", name=bug["function"], code=fixed_function(task))
     assert out.startswith(f"ok: replaced {bug['function']} in {bug['path']}")
     after = _call(env, "view_file", path=bug["path"])
@@ -342,3 +342,49 @@ def test_made_up_function_names_run_and_the_expert_fixes_them(world, env):
         for m in expert_script(b):
             env.step(m)
         assert env.verify().score == 1.0, b.id
+
+
+# localize and replace_function on the function shown last
+
+
+def test_ochiai_ranks_what_failing_tests_call_and_folds_nested_code():
+    tests = {
+        "t::a": ("failed", [("m.py", "f"), ("m.py", "g.<locals>.<listcomp>"), ("tests/t.py", "a")]),
+        "t::b": ("passed", [("m.py", "f")]),
+        "t::c": ("passed", [("m.py", "h")]),
+    }
+    ranked = ochiai(tests, lambda p: not p.startswith("tests/"))
+    # g: ef 1, ep 0 -> 1.0; f: ef 1, ep 1 -> 1/sqrt(2); h and the test file are not ranked
+    assert [(round(s, 3), p, n) for s, p, n in ranked] == [(1.0, "m.py", "g"), (0.707, "m.py", "f")]
+    assert ochiai({"t::b": ("passed", [("m.py", "f")])}, lambda p: True) == []
+
+
+def test_localize_shows_the_buggy_function_and_replace_function_edits_its_body(world, env):
+    for task in world.tasks("swe", "test"):
+        bug = task.context["bug"]
+        env.reset(_every_tool(task))
+        assert _call(env, "replace_function", code="    return 1\n").startswith(
+            "error: no function shown yet"
+        )
+        out = _call(env, "localize")
+        head, top = out.splitlines()[:2]
+        assert "failing" in head and top.split()[1:] == [bug["path"], bug["function"]]
+        wrong = bug["mutated"].splitlines()[bug["line"] - 1]
+        assert f"{bug['line']:4d} {wrong}" in out  # the definition is shown, numbered
+        before = _call(env, "view_file", path=bug["path"]).splitlines()
+        out = _call(env, "replace_function", code=fixed_body(task))  # no name: the one shown
+        assert out.startswith(f"ok: replaced {bug['function']} in {bug['path']}"), out
+        after = _call(env, "view_file", path=bug["path"]).splitlines()
+        # only the bug line changed: signature and docstring kept, the body re-indented
+        assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] == [bug["line"] - 1]
+        assert len(after) == len(before)
+        assert "0 failing" in _call(env, "localize") and env.verify().score == 1.0
+
+
+def test_localize_without_a_failing_test_says_so(world, env):
+    task = world.tasks("swe", "test")[0]
+    env.reset(task)
+    _call(env, "replace_function", name=task.context["bug"]["function"], code=fixed_function(task))
+    out = _call(env, "localize")
+    assert out.startswith("0 failing") and "no failing test" in out
+    assert _call(env, "replace_function", code="    return 1\n").startswith("error: no function")

@@ -18,7 +18,7 @@ from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.policies import expert_engine, terminal_check
+from arcforge.rollout.policies import expert_engine, expert_script, terminal_check
 from arcforge.stages.common import world_records
 from arcforge.stages.sft import _conversations
 from arcforge.synth.episodes import (
@@ -76,11 +76,12 @@ def test_observations_are_what_the_environment_returned(world, made):
     demos, _ = made
     by_id = {t.id: t for kind in COUNTS for t in world_tasks(world, kind)}
     swe = next(d for d in demos if d.kind == "swe")
-    view = next(m for m in swe.messages if m.role == "tool" and m.name == "view_function")
+    found = next(m for m in swe.messages if m.role == "tool" and m.name == "localize")
     bug = by_id[swe.task_ids[0]].context["bug"]
     wrong = bug["mutated"].splitlines()[bug["line"] - 1]
+    top = found.content.splitlines()[1].split()
     assert (
-        view.content.startswith(bug["path"] + ":") and f"{bug['line']:4d} {wrong}" in view.content
+        top[1:] == [bug["path"], bug["function"]] and f"{bug['line']:4d} {wrong}" in found.content
     )
     tests = next(m for m in swe.messages if m.role == "tool" and m.name == "run_tests")
     assert " passed" in tests.content and "failed" not in tests.content
@@ -262,10 +263,12 @@ def test_a_cached_episode_trains_on_the_prompt_the_agent_loop_renders(world, tok
         assert ex.input_ids[: ex.loss_mask.index(1)] == list(live), d.kind
         checked += 1
     assert checked >= 3
-    # the expert's argument order survives the cache (replace_function: name, code)
-    swe = next(d for d in demos if d.kind == "swe")
-    edit = next(c for m in swe.messages for c in m.tool_calls or [] if c.name == "replace_function")
-    assert list(edit.arguments) == ["name", "code"]
+    # the expert's calls, argument order included, survive the cache
+    for d in demos:
+        script = expert_script(by_id[d.task_ids[0]])
+        want = [(c.name, list(c.arguments.items())) for m in script for c in m.tool_calls or []]
+        got = [(c.name, list(c.arguments.items())) for m in d.messages for c in m.tool_calls or []]
+        assert got == want, d.kind
 
 
 def test_the_unseen_split_leaves_out_every_task_an_sft_demo_or_episode_shows(world, tok, tmp_path):
