@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from arcforge.errors import UserError  # noqa: E402
-from arcforge.eval.stats import LOWER_IS_BETTER, mean_ci  # noqa: E402
+from arcforge.eval.stats import LOWER_IS_BETTER, cluster_mean_ci, mean_ci  # noqa: E402
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
     if not cfg_path.exists():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
-    stages, matrix, items, outcomes, hops = [], {}, {}, {}, {}
+    stages, matrix, items, outcomes, hops, clusters = [], {}, {}, {}, {}, {}
     for s in cfg.get("stages", []):
         name = s["name"]
         done = run_dir / name / "DONE"
@@ -54,6 +54,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
                 }
                 if r.get("scores"):
                     items.setdefault(suite, {})[name] = r["scores"]
+                if r.get("clusters"):
+                    clusters.setdefault(suite, {})[name] = r["clusters"]
                 if r.get("outcomes"):
                     outcomes.setdefault(suite, {})[name] = r["outcomes"]
                 if r.get("by_hops"):
@@ -64,7 +66,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "run": cfg.get("name", run_dir.name),
         "matrix": matrix,
         "stages": stages,
-        "changes": changes(matrix, [s["name"] for s in stages], items),
+        "changes": changes(matrix, [s["name"] for s in stages], items, clusters),
         "forgetting": forgetting(matrix, stages),
         "outcomes": outcomes,
         "by_hops": hops,
@@ -75,6 +77,7 @@ def changes(
     matrix: dict[str, dict[str, dict]],
     order: list[str],
     items: dict[str, dict[str, list[float]]] | None = None,
+    clusters: dict[str, dict[str, list[str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Each stage versus the previous evaluated stage, per suite.
 
@@ -83,8 +86,11 @@ def changes(
     the per-item differences ± 1.96 SE, much tighter than two independent intervals, and
     `beyond_ci` means that interval excludes 0. Without per-item scores (older caches) it falls
     back to the two score intervals not overlapping. `intervals_overlap` is reported either way.
+    Where items share a reference solution (`clusters`, the same in both stages: the code
+    suite's held-out functions, each asked several times) the interval is cluster-robust
+    (`stats.cluster_mean_ci`) and `clustered` is set.
     """
-    items = items or {}
+    items, clusters = items or {}, clusters or {}
     out = []
     for suite, by_stage in matrix.items():
         seq = [s for s in order if s in by_stage]
@@ -93,9 +99,12 @@ def changes(
             delta = rb["score"] - ra["score"]
             overlap = not (rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0])
             xa, xb = items.get(suite, {}).get(a), items.get(suite, {}).get(b)
-            delta_ci = None
+            ca, cb = clusters.get(suite, {}).get(a), clusters.get(suite, {}).get(b)
+            delta_ci, clustered = None, False
             if xa and xb and len(xa) == len(xb) > 1:
-                _, lo, hi = mean_ci([y - x for x, y in zip(xa, xb)])
+                diffs = [y - x for x, y in zip(xa, xb)]
+                clustered = bool(ca) and ca == cb and len(ca) == len(diffs)
+                _, lo, hi = cluster_mean_ci(diffs, ca) if clustered else mean_ci(diffs)
                 delta_ci = [lo, hi]
                 sep = lo > 0 or hi < 0
             else:
@@ -109,6 +118,7 @@ def changes(
                     "delta": delta,
                     "delta_ci": delta_ci,
                     "paired": delta_ci is not None,
+                    "clustered": clustered,
                     "intervals_overlap": overlap,
                     "beyond_ci": sep,
                     "improved": better and sep,
@@ -306,7 +316,8 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         "",
         "Δ 95% CI is paired (per-item differences on the same held-out items and seeds) where "
         "the per-item scores are known; otherwise a change counts when the two intervals do not "
-        "overlap.",
+        "overlap. ᶜ: cluster-robust, where several items share one reference solution (the code "
+        "suite asks each held-out function several times).",
         "",
         "| suite | from → to | Δ score | Δ 95% CI | beyond 95% CI | improved |",
         "|---|---|---|---|---|---|",
@@ -314,6 +325,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     for c in rep["changes"]:
         dci = c.get("delta_ci")
         dci_s = f"[{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else "unpaired"
+        dci_s += "ᶜ" if c.get("clustered") else ""
         lines.append(
             f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | {dci_s} | "
             f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"

@@ -129,6 +129,8 @@ def evaluate_checkpoint(
                 results[name]["outcomes"] = out.outcomes
             if out.by_hops is not None:
                 results[name]["by_hops"] = out.by_hops
+            if out.clusters is not None:
+                results[name]["clusters"] = out.clusters
             if episodes_dir is not None and out.episodes:
                 episodes_dir.mkdir(parents=True, exist_ok=True)
                 lines = "".join(json.dumps(e, default=str) + "\n" for e in out.episodes)

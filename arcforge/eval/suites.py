@@ -32,6 +32,7 @@ stage, so differences between stages are differences between checkpoints.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,7 @@ class SuiteOutput:
     examples: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, int] | None = None  # agent suites: arcforge.eval.failures
     by_hops: dict[str, list[int]] | None = None  # tool/search: hop count -> [solved, n]
+    clusters: list[str] | None = None  # items sharing a reference solution (`solution_clusters`)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # one record per episode
 
 
@@ -296,6 +298,17 @@ def by_hops(tasks: list[Task], scores: list[float]) -> dict[str, list[int]] | No
     return out
 
 
+def solution_clusters(tasks: list[Task]) -> list[str] | None:
+    """Per item, a short id of its reference solution (`metadata["solution"]`), or None when
+    no two items share one. The code suite asks each held-out function several times with
+    another example in the prompt and other hidden tests: those items have one answer, so a
+    change on them is one observation, not several (the report's clustered interval)."""
+    keys = [str(t.metadata.get("solution") or f"\0{t.id}") for t in tasks]
+    if len(set(keys)) == len(keys):
+        return None
+    return [hashlib.sha1(k.encode()).hexdigest()[:10] for k in keys]
+
+
 def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
     """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
 
@@ -330,6 +343,7 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
             outcomes=tally(e["outcome"] for e in episodes),
             episodes=episodes,
             by_hops=by_hops(tasks, scores),
+            clusters=solution_clusters(tasks),
         )
 
     return run

@@ -56,3 +56,16 @@ def test_env_suite_scores_one_for_the_expert_and_zero_for_garbage(world, tok, mo
     if out.by_hops is not None:
         assert sum(c[1] for c in out.by_hops.values()) == k
         assert all(c[0] == 0 for c in out.by_hops.values())
+
+
+def test_code_items_of_one_held_out_function_form_one_cluster(world):
+    from arcforge.eval.suites import solution_clusters
+
+    tasks = world.tasks("code", "test")
+    labels = solution_clusters(tasks)
+    funcs = [(t.metadata["template"], t.metadata["entry_point"]) for t in tasks]
+    assert labels is not None and len(set(funcs)) < len(tasks)  # some function asked twice
+    for i in range(len(tasks)):
+        for j in range(len(tasks)):
+            assert (labels[i] == labels[j]) == (funcs[i] == funcs[j])
+    assert solution_clusters(world.tasks("terminal", "test")) is None  # one solution per item

@@ -93,3 +93,12 @@ def test_changes_use_a_paired_interval_when_per_item_scores_are_known():
     assert c["beyond_ci"] and c["improved"] and c["intervals_overlap"]
     (c,) = changes(m, ["a", "b"])  # no per-item scores: the intervals must not overlap
     assert not c["paired"] and not c["beyond_ci"]
+    # the same 40 items as 4 functions asked 10 times each (the gain on 2 of them): clustered,
+    # the interval takes the 4 functions as the sample and no longer excludes 0
+    a4 = [1.0] * 10 + [0.0] * 30
+    b4 = [1.0] * 30 + [0.0] * 10
+    labels = [f"f{i // 10}" for i in range(40)]
+    (c,) = changes(m, ["a", "b"], {"s": {"a": a4, "b": b4}})
+    assert c["beyond_ci"] and not c["clustered"]
+    (c,) = changes(m, ["a", "b"], {"s": {"a": a4, "b": b4}}, {"s": {"a": labels, "b": labels}})
+    assert c["clustered"] and c["paired"] and not c["beyond_ci"] and c["delta_ci"][0] < 0

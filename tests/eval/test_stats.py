@@ -2,7 +2,7 @@
 
 import pytest
 
-from arcforge.eval.stats import mean_ci, summarize, wilson_ci
+from arcforge.eval.stats import cluster_mean_ci, mean_ci, summarize, wilson_ci
 
 
 def test_wilson_half():
@@ -40,3 +40,20 @@ def test_summarize_clips_shares_to_unit_interval():
     assert r["ci"][0] == 0.0 and r["ci"][1] == pytest.approx(1 / 600 + 0.003267, abs=1e-5)
     # losses are not shares: no clipping
     assert summarize([-1.0, 1.0])["ci"][0] < -1.0
+
+
+def test_cluster_mean_ci_by_hand():
+    # values 1, 1, 0, 0 in clusters a, a, b, b: mean 0.5, cluster residual sums +1 and -1,
+    # se = sqrt(2 / 1 * (1 + 1)) / 4 = 0.5, t(1 df) = 12.706 -> half 6.353
+    m, lo, hi = cluster_mean_ci([1.0, 1.0, 0.0, 0.0], ["a", "a", "b", "b"])
+    assert m == 0.5 and hi - m == pytest.approx(6.353, abs=1e-3)
+    # one item per cluster: the ordinary se, t instead of z (values 1, 2, 3: se 0.57735 with
+    # n / (n - 1) * sum r^2 = 1.5 * 2 = 3 -> sqrt(3) / 3; t(2 df) = 4.303)
+    m, lo, hi = cluster_mean_ci([1.0, 2.0, 3.0], ["x", "y", "z"])
+    assert hi - m == pytest.approx(4.303 * 3**0.5 / 3, abs=1e-3)
+    # ten clusters of five identical items: wider than treating the 50 items as independent
+    vals = [float(i % 2) for i in range(10) for _ in range(5)]
+    labels = [str(i) for i in range(10) for _ in range(5)]
+    assert cluster_mean_ci(vals, labels)[2] - 0.5 > mean_ci(vals)[2] - 0.5
+    with pytest.raises(ValueError, match="cluster labels"):
+        cluster_mean_ci([1.0], [])
