@@ -198,8 +198,13 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
 # instruction of a train or held-out task. The world's train tasks are all shown in SFT (demos,
 # expert episodes), so RL on them rewards recall; `fresh` tasks give RL new items of the same
 # kind, and `dev` ones (a disjoint set) let a stage pick its checkpoint without touching `test`.
-FRESH_SUITES = ("tool", "search", "terminal", "code", "reasoning")
+FRESH_SUITES = ("tool", "search", "terminal", "code", "swe", "reasoning")
 DEV_SIZE = 100
+
+
+def _bug_key(task: Task) -> tuple[str, str, str]:
+    bug = task.context["bug"]
+    return task.context["repo"], bug["path"], bug["mutated"]
 
 
 def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
@@ -222,6 +227,11 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     elif suite == "terminal":
         pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
                                  cfg.terminal_fresh_slots)  # fmt: skip
+    elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
+        n_test_repos = min(len(world.repos) - 1, cfg.n(cfg.n_test_repos, 1))
+        seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
+        pool, _ = swe_tasks(rng, world.repos, n_test_repos, 2 * n, 0)
+        pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
     elif suite == "code":  # the train split's templates and names; never a held-out variant
         seen = sorted({(t.metadata["template"], t.metadata["entry_point"])
                        for t in world.task_pools["code"]["train"]})  # fmt: skip

@@ -47,7 +47,7 @@ def test_demos_use_train_tasks_only(world):
         world.sft_demos("test")
 
 
-@pytest.mark.parametrize("suite", ["tool", "search", "terminal", "code", "tir"])
+@pytest.mark.parametrize("suite", ["tool", "search", "terminal", "code", "swe", "tir"])
 def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
     """RL draws `fresh` tasks and a stage probes `dev` ones: neither may repeat an instruction of
     the train split (SFT showed those), the test split (the report's) or the other."""
@@ -64,8 +64,14 @@ def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
         assert [t.id for t in world.tasks(suite, s)] == [t.id for t in splits[s]]  # same again
     if suite == "terminal":  # the dev set takes every family in turn
         assert len({t.metadata["family"] for t in splits["dev"]}) >= 5
+    if suite == "swe":  # other bugs in the train repos: no held-out repo, no train bug again
+        test_repos = {t.context["repo"] for t in splits["test"]}
+        bugs = {(t.context["repo"], t.context["bug"]["mutated"]) for t in splits["train"]}
+        for s in ("dev", "fresh"):
+            assert not {t.context["repo"] for t in splits[s]} & test_repos
+            assert not {(t.context["repo"], t.context["bug"]["mutated"]) for t in splits[s]} & bugs
 
 
 def test_no_fresh_tasks_for_a_suite_without_a_generator(world):
     with pytest.raises(ValueError, match="has no fresh tasks"):
-        world.tasks("swe", "dev")
+        world.tasks("long_context", "dev")
