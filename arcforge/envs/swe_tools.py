@@ -54,6 +54,7 @@ class Definition:
     name: str  # "fn" or "Class.fn"
     start: int  # 1-based first line, decorators included
     end: int  # 1-based last line
+    body: int = 0  # first line after the signature and docstring (end + 1: only a docstring)
 
 
 def definitions(source: str, path: str) -> list[Definition]:
@@ -67,7 +68,14 @@ def definitions(source: str, path: str) -> list[Definition]:
     def add(node: ast.AST, name: str) -> None:
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        out.append(Definition(path, name, start, node.end_lineno or node.lineno))
+        end, first = node.end_lineno or node.lineno, node.body[0]
+        doc = (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        )
+        body = (first.end_lineno or first.lineno) + 1 if doc else first.lineno
+        out.append(Definition(path, name, start, end, body))
 
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -267,10 +275,10 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
             indent = first[: len(first) - len(first.lstrip())]
             start = d.start
         else:  # a body: under the existing signature and docstring
-            start = body_start(source, d)
-            first = lines[start - 1] if start <= d.end else lines[d.end - 1]
+            start = d.body
+            first = lines[start - 1] if start <= d.end else ""
             indent = first[: len(first) - len(first.lstrip())]
-            if start > d.end or not indent:
+            if not indent:  # the body is only a docstring: one level below the def line
                 indent = " " * (len(lines[d.start - 1]) - len(lines[d.start - 1].lstrip()) + 4)
         new = "".join(indent + ln if ln.strip() else ln
                       for ln in code.rstrip("\n").splitlines(keepends=True))  # fmt: skip
@@ -287,19 +295,3 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
 
     tools = (localize, view_function, replace_function)
     return {f.__name__: Tool.from_function(f) for f in tools}
-
-
-def body_start(source: str, d: Definition) -> int:
-    """The first line of `d`'s body after its signature and docstring (d.end + 1 when the body
-    is only a docstring)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and node.lineno <= d.end and (node.end_lineno or 0) == d.end
-                and min([node.lineno, *(x.lineno for x in node.decorator_list)]) == d.start):  # fmt: skip
-            body = node.body
-            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):  # fmt: skip
-                return (body[0].end_lineno or body[0].lineno) + 1
-            return body[0].lineno
-    raise ValueError(f"{d.path}: no definition spans lines {d.start}-{d.end}")

@@ -258,29 +258,29 @@ def _terminal_script(task: Task) -> list[Message]:
     ]
 
 
-def fixed_function(task: Task) -> str:
-    """The whole definition of a world SWE task's buggy function with its bug line restored
-    (`metadata["original_line"]`), as it reads in the repository: the expert's replacement."""
+def _fixed(task: Task) -> tuple[list[str], Any]:
+    """A world SWE task's module lines with the bug line restored (`metadata["original_line"]`)
+    and the Definition of its buggy function there."""
     from arcforge.envs.swe_tools import definition_at
 
     bug = task.context["bug"]
     lines = bug["mutated"].splitlines()
     lines[bug["line"] - 1] = task.metadata["original_line"]
-    d = definition_at("\n".join(lines), bug["path"], bug["function"], bug["line"])
+    return lines, definition_at("\n".join(lines), bug["path"], bug["function"], bug["line"])
+
+
+def fixed_function(task: Task) -> str:
+    """The whole definition of a world SWE task's buggy function with its bug line restored,
+    as it reads in the repository."""
+    lines, d = _fixed(task)
     return "\n".join(lines[d.start - 1 : d.end]) + "\n"
 
 
 def fixed_body(task: Task) -> str:
-    """The body of a world SWE task's buggy function, below its signature and docstring, with
-    the bug line restored: the expert's replacement (`replace_function` keeps the rest)."""
-    from arcforge.envs.swe_tools import body_start, definition_at
-
-    bug = task.context["bug"]
-    lines = bug["mutated"].splitlines()
-    lines[bug["line"] - 1] = task.metadata["original_line"]
-    source = "\n".join(lines) + "\n"
-    d = definition_at(source, bug["path"], bug["function"], bug["line"])
-    return "\n".join(lines[body_start(source, d) - 1 : d.end]) + "\n"
+    """That function's fixed body below its signature and docstring: the expert's replacement
+    (`replace_function` keeps the rest)."""
+    lines, d = _fixed(task)
+    return "\n".join(lines[d.body - 1 : d.end]) + "\n"
 
 
 def _swe_script(task: Task) -> list[Message]:

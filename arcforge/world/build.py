@@ -116,7 +116,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     pages = render_pages(kb, _rng(cfg, "pages"))
     repos = [make_repo(_rng(cfg, f"repo{i}"), f"{names.token()}-{names.token()}", 2 + i % 3)
              for i in range(cfg.n(cfg.n_repos, 3))]  # fmt: skip
-    n_test_repos = min(len(repos) - 1, cfg.n(cfg.n_test_repos, 1))
+    n_test_repos = _n_test_repos(cfg, repos)
     t = cfg.tasks
     n_tr, n_te = cfg.n(t.reasoning[0]), cfg.n(t.reasoning[1])
     mrng = _rng(cfg, "math")
@@ -202,6 +202,11 @@ FRESH_SUITES = ("tool", "search", "terminal", "code", "swe", "reasoning")
 DEV_SIZE = 100
 
 
+def _n_test_repos(cfg: WorldConfig, repos: list[Repo]) -> int:
+    """How many of the world's first repos are held out (SWE test bugs, held-out code)."""
+    return min(len(repos) - 1, cfg.n(cfg.n_test_repos, 1))
+
+
 def _bug_key(task: Task) -> tuple[str, str, str]:
     bug = task.context["bug"]
     return task.context["repo"], bug["path"], bug["mutated"]
@@ -228,9 +233,8 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
                                  cfg.terminal_fresh_slots)  # fmt: skip
     elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
-        n_test_repos = min(len(world.repos) - 1, cfg.n(cfg.n_test_repos, 1))
         seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
-        pool, _ = swe_tasks(rng, world.repos, n_test_repos, 2 * n, 0)
+        pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
         pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
     elif suite == "code":  # the train split's templates and names; never a held-out variant
         seen = sorted({(t.metadata["template"], t.metadata["entry_point"])
