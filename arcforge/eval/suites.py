@@ -298,12 +298,25 @@ def by_hops(tasks: list[Task], scores: list[float]) -> dict[str, list[int]] | No
     return out
 
 
+def reference_solution(task: Task) -> str | None:
+    """The item's answer: `metadata["solution"]`, or for a world SWE bug the fixed body of its
+    function (the same template's bugs in several held-out repos, or several bugs in one
+    function, have one fix: 100 held-out bugs are 23 fixes in the demo world)."""
+    if task.metadata.get("solution"):
+        return str(task.metadata["solution"])
+    if task.kind == "swe" and "original_line" in task.metadata and "bug" in task.context:
+        from arcforge.rollout.policies import fixed_body
+
+        return "swe:" + fixed_body(task)
+    return None
+
+
 def solution_clusters(tasks: list[Task]) -> list[str] | None:
-    """Per item, a short id of its reference solution (`metadata["solution"]`), or None when
+    """Per item, a short id of its reference solution (`reference_solution`), or None when
     no two items share one. The code suite asks each held-out function several times with
     another example in the prompt and other hidden tests: those items have one answer, so a
     change on them is one observation, not several (the report's clustered interval)."""
-    keys = [str(t.metadata.get("solution") or f"\0{t.id}") for t in tasks]
+    keys = [reference_solution(t) or f"\0{t.id}" for t in tasks]
     if len(set(keys)) == len(keys):
         return None
     return [hashlib.sha1(k.encode()).hexdigest()[:10] for k in keys]

@@ -69,3 +69,16 @@ def test_code_items_of_one_held_out_function_form_one_cluster(world):
         for j in range(len(tasks)):
             assert (labels[i] == labels[j]) == (funcs[i] == funcs[j])
     assert solution_clusters(world.tasks("terminal", "test")) is None  # one solution per item
+
+
+def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
+    from arcforge.eval.suites import solution_clusters
+    from arcforge.rollout.policies import fixed_body
+
+    tasks = world.tasks("swe", "train") + world.tasks("swe", "test")  # the small world's
+    labels = solution_clusters(tasks)  # held-out bugs alone have no shared fix
+    fixes = [fixed_body(t) for t in tasks]
+    assert labels is not None and len(set(fixes)) < len(tasks)  # one fix, several bugs
+    for i in range(len(tasks)):
+        for j in range(len(tasks)):
+            assert (labels[i] == labels[j]) == (fixes[i] == fixes[j])
