@@ -139,9 +139,11 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
     last = rows[-1] if rows else {}
 
-    def pool_mean(xs: list[dict], pool: str) -> float | None:  # steps that drew the pool
-        have = [r for r in xs if f"reward_{pool}" in r]
-        return round(mean(have, f"reward_{pool}"), 3) if have else None
+    def pool_mean(xs: list[dict], pool: str, what: str = "reward") -> float | None:
+        have = [r for r in xs if f"{what}_{pool}" in r]  # steps that drew the pool
+        return round(mean(have, f"{what}_{pool}"), 3) if have else None
+
+    tokens = {p: sum(r.get(f"tokens_{p}", 0) for r in rows) for p in weights}
 
     probes = [json.loads(ln) for ln in (out / "probe.jsonl").read_text().splitlines()
               if ln.strip()] if stage.probe else []  # fmt: skip
@@ -157,6 +159,9 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         "reward_last": mean(rows[-k:], "reward_mean"),
         "signal_frac": round(mean(rows, "signal_frac"), 3),  # groups with a gradient
         "pool_reward": {p: [pool_mean(rows[:k], p), pool_mean(rows[-k:], p)] for p in weights},
+        "pool_signal": {p: pool_mean(rows, p, "signal") for p in weights},  # groups w/ gradient
+        # each pool's share of the trained tokens (with token_mean: of the loss)
+        "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
         "dropped_stale": last.get("dropped_stale", 0),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),

@@ -132,7 +132,8 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
         trajectory), staleness_max/mean, reward_mean, signal_frac (the share of groups with
         unequal rewards), and per pool its group count
-        (groups_<pool>) and mean reward (reward_<pool>)).
+        (groups_<pool>), mean reward (reward_<pool>), share of groups with unequal rewards
+        (signal_<pool>) and trained tokens (tokens_<pool>)).
     """
     trajs = batch.trajectories
     tb = pad_trajectories(trajs, pad_id)
@@ -153,10 +154,17 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         # rewards against it (the seeded task stream, more than learning, sets their level)
         "signal_frac": dynamic_sampling_mask(rewards, group_size).float().mean().item(),
     }
-    for k in sorted({g.pool for g in batch.groups}):
+    pools = [g.pool for g in batch.groups for _ in g.trajectories]  # (B*G,) row -> pool
+    trained = tb.mask.sum(dim=1)  # (B*G,) trained tokens per row
+    with_signal = dynamic_sampling_mask(rewards, group_size)[::group_size]  # (B,) per group
+    for k in sorted(set(pools)):
         mine = [t.reward for g in batch.groups if g.pool == k for t in g.trajectories]
         stats[f"groups_{k}"] = sum(g.pool == k for g in batch.groups)
         stats[f"reward_{k}"] = sum(mine) / len(mine)  # which task kind is (not) learning
+        signal = [bool(s) for s, g in zip(with_signal, batch.groups) if g.pool == k]
+        stats[f"signal_{k}"] = sum(signal) / len(signal)  # its groups with a gradient
+        # its share of the trained tokens: with token_mean, the share of the loss it weighs
+        stats[f"tokens_{k}"] = int(sum(n for n, p in zip(trained.tolist(), pools) if p == k))
     return tb, stats
 
 

@@ -37,6 +37,11 @@ def test_stage_runs_from_yaml_and_writes_a_checkpoint(run_dir):
             round(rows[0][f"reward_{pool}"], 3),
             round(rows[-1][f"reward_{pool}"], 3),
         ]
+    tokens = {p: sum(r[f"tokens_{p}"] for r in rows) for p in ("search", "tool")}
+    assert sum(tokens.values()) == sum(r["trained_tokens"] for r in rows)  # shares of one total
+    for pool in ("search", "tool"):  # (the untrained model's episodes may all be overlong)
+        assert summary["pool_tokens"][pool] == round(tokens[pool] / max(1, sum(tokens.values())), 3)
+        assert summary["pool_signal"][pool] == round(sum(r[f"signal_{pool}"] for r in rows) / 3, 3)
     assert (out / "checkpoint" / "config.json").exists()
 
 

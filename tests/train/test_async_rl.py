@@ -120,6 +120,8 @@ def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
     assert (st["groups_swe"], st["groups_search"], st["reward_mean"]) == (1, 1, 0.25)
     assert (st["reward_swe"], st["reward_search"]) == (0.5, 0.0)
     assert st["signal_frac"] == 0.5  # rewards (1, 0) differ, (0, 0) do not
+    assert (st["signal_swe"], st["signal_search"]) == (1.0, 0.0)
+    assert (st["tokens_swe"], st["tokens_search"]) == (3, 2)  # the overlong row trains none
 
 
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
