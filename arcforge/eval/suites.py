@@ -48,6 +48,7 @@ from arcforge.eval.copying import suite_copy
 from arcforge.eval.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.rewards.math import exact_match, math_reward
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.policies import fixed_body
 from arcforge.train.lm import HELDOUT_SEQ_LEN
 from arcforge.types import Message, Task
 
@@ -305,8 +306,6 @@ def reference_solution(task: Task) -> str | None:
     if task.metadata.get("solution"):
         return str(task.metadata["solution"])
     if task.kind == "swe" and "original_line" in task.metadata and "bug" in task.context:
-        from arcforge.rollout.policies import fixed_body
-
         return "swe:" + fixed_body(task)
     return None
 

@@ -142,6 +142,7 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
     overlong = torch.tensor([t.finish_reason in OVERLONG for t in trajs])  # (B*G,)
     tb.mask[overlong] = 0.0  # dropped whole: no token of it is trained
     stale = [batch.version - g.start_version for g in batch.groups]
+    varied = dynamic_sampling_mask(rewards, group_size)  # (B*G,) rows of groups with a gradient
     model_versions = [{s.policy_version for s in t.segments if s.source == "model"} for t in trajs]
     stats = {
         "trajectories": len(trajs),
@@ -152,19 +153,18 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         "reward_mean": rewards.mean().item(),
         # groups with unequal rewards, the only ones with a GRPO gradient: read the per-pool
         # rewards against it (the seeded task stream, more than learning, sets their level)
-        "signal_frac": dynamic_sampling_mask(rewards, group_size).float().mean().item(),
+        "signal_frac": varied.float().mean().item(),
     }
-    pools = [g.pool for g in batch.groups for _ in g.trajectories]  # (B*G,) row -> pool
-    trained = tb.mask.sum(dim=1)  # (B*G,) trained tokens per row
-    with_signal = dynamic_sampling_mask(rewards, group_size)[::group_size]  # (B,) per group
-    for k in sorted(set(pools)):
-        mine = [t.reward for g in batch.groups if g.pool == k for t in g.trajectories]
-        stats[f"groups_{k}"] = sum(g.pool == k for g in batch.groups)
-        stats[f"reward_{k}"] = sum(mine) / len(mine)  # which task kind is (not) learning
-        signal = [bool(s) for s, g in zip(with_signal, batch.groups) if g.pool == k]
-        stats[f"signal_{k}"] = sum(signal) / len(signal)  # its groups with a gradient
+    signal = varied[::group_size].float()  # (B,) per group
+    trained = (tb.mask > 0).sum(dim=1).view(-1, group_size).sum(dim=1)  # (B,) tokens per group
+    for k in sorted({g.pool for g in batch.groups}):
+        mine = [i for i, g in enumerate(batch.groups) if g.pool == k]
+        stats[f"groups_{k}"] = len(mine)
+        # which task kind is (not) learning
+        stats[f"reward_{k}"] = rewards.view(-1, group_size)[mine].mean().item()
+        stats[f"signal_{k}"] = signal[mine].mean().item()  # its groups with a gradient
         # its share of the trained tokens: with token_mean, the share of the loss it weighs
-        stats[f"tokens_{k}"] = int(sum(n for n, p in zip(trained.tolist(), pools) if p == k))
+        stats[f"tokens_{k}"] = int(trained[mine].sum())
     return tb, stats
 
 
