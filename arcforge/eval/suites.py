@@ -28,6 +28,12 @@ stage, so differences between stages are differences between checkpoints.
 - tool, search, code, terminal, swe, tir
                 agent episodes in the real environments (arcforge.envs; code, terminal, swe
                 and tir run in the bwrap sandbox), reward = the environment's verdict
+- tool_avg, search_avg, code_avg, terminal_avg, swe_avg, tir_avg
+                the same episodes sampled: avg@k, k = eval.samples seeded episodes per task at
+                eval.temperature / top_p, per-task mean reward, CI over tasks. Agentic
+                benchmarks are reported this way (the mean of several sampled runs), and it is
+                the policy RL trains: greedy decoding of a small model is all-or-nothing per
+                item and can stay put while the sampled success rate moves.
 """
 
 from __future__ import annotations
@@ -321,23 +327,30 @@ def solution_clusters(tasks: list[Task]) -> list[str] | None:
     return [hashlib.sha1(k.encode()).hexdigest()[:10] for k in keys]
 
 
-def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
-    """An agentic suite: greedy episodes in the task kind's environment, scored by verify()."""
+def _env_suite(suite: str, sampled: bool = False) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
+    """An agentic suite: episodes in the task kind's environment, scored by verify(); greedy,
+    or with `sampled` k = eval.samples seeded episodes per task at eval.temperature (avg@k: the
+    item's score is its mean success; outcomes and by_hops count every episode, `episodes`
+    keeps each task's first)."""
 
     def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
         from arcforge.envs.registry import env_factory
         from arcforge.eval.failures import episode_record, tally
         from arcforge.rollout.agent import AgentConfig, run_episodes
 
-        tasks = ev.world.tasks(suite, "test")[: cfg.n_for(suite)]  # tir: reasoning problems
+        tasks = ev.world.tasks(suite, "test")[: cfg.n_for(name)]  # tir: reasoning problems
         budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
+        k = cfg.samples if sampled else 1
         acfg = AgentConfig(
             max_turns=cfg.max_turns,
             max_new_tokens=cfg.max_new_tokens,
             context_budget=budget,
-            temperature=0.0,
+            temperature=cfg.temperature if sampled else 0.0,
+            top_p=cfg.top_p if sampled else 1.0,
+            seed=cfg.seed if sampled else None,
         )
-        trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), tasks, acfg)
+        trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), tasks, acfg, k)
+        each = [t for t in tasks for _ in range(k)]  # run_episodes is task-major
         ex = [
             {
                 "task": t.instruction[:300],
@@ -345,19 +358,21 @@ def _env_suite(suite: str) -> Callable[[Evaluator, EvalCfg], SuiteOutput]:
                 "finish": tr.finish_reason,
                 "last": tr.messages[-1].content[:300] if tr.messages else "",
             }
-            for t, tr in list(zip(tasks, trajs))[:3]
+            for t, tr in list(zip(each, trajs))[: 3 * k : k]
         ]
-        episodes = [episode_record(t, tr) for t, tr in zip(tasks, trajs)]
-        scores = [float(tr.reward >= 1.0) for tr in trajs]
+        records = [episode_record(t, tr) for t, tr in zip(each, trajs)]
+        solved = [float(tr.reward >= 1.0) for tr in trajs]
+        scores = [sum(solved[i : i + k]) / k for i in range(0, len(solved), k)]
         return SuiteOutput(
             scores,
             ex,
-            outcomes=tally(e["outcome"] for e in episodes),
-            episodes=episodes,
-            by_hops=by_hops(tasks, scores),
+            outcomes=tally(e["outcome"] for e in records),
+            episodes=records[::k],
+            by_hops=by_hops(each, solved),
             clusters=solution_clusters(tasks),
         )
 
+    name = f"{suite}_avg" if sampled else suite
     return run
 
 
@@ -375,6 +390,7 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "terminal": _env_suite("terminal"),
     "swe": _env_suite("swe"),
     "tir": _env_suite("tir"),
+    **{f"{k}_avg": _env_suite(k, sampled=True) for k in ("tool", "search", "code", "terminal", "swe", "tir")},
     "general": _general_suite("general", ("format", "required", "forbidden", "json")),
     "general_loose": _general_suite("general_loose", ("format",)),
     "copy": suite_copy,

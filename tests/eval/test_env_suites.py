@@ -13,7 +13,9 @@ from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.policies import GarbageEngine, expert_engine
+from arcforge.rollout.engine import Completion, SamplingParams
+from arcforge.rollout.policies import GarbageEngine, ScriptedEngine, expert_engine
+from arcforge.types import Message
 
 ENV_SUITES = ("tool", "search", "tir", "code", "terminal", "swe")
 SANDBOXED = {"tir", "code", "terminal", "swe"}
@@ -82,3 +84,52 @@ def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
     for i in range(len(tasks)):
         for j in range(len(tasks)):
             assert (labels[i] == labels[j]) == (fixes[i] == fixes[j])
+
+
+class _HalfExpert:
+    """An Engine: the expert on the even samples of a task, a wrong final answer on the odd
+    ones (the k copies of a task share their first prompt, so within one call the j-th copy
+    of a prompt is sample j; later turns follow the expert's script)."""
+
+    def __init__(self, tok, tasks) -> None:
+        self.expert = expert_engine(tok, tasks)
+        self.wrong = ScriptedEngine(tok, {}, Message("assistant", "Answer: nobody", reasoning=""))
+        self.version = 0
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        seen: Counter = Counter()
+        out = []
+        for p in prompts:
+            first_turn, j = p.count(self.expert._assistant) == 1, seen[tuple(p)]
+            seen[tuple(p)] += 1
+            engine = self.wrong if first_turn and j % 2 else self.expert
+            out += engine.generate([p], params)
+        return out
+
+
+def test_sampled_env_suite_averages_k_episodes_per_task(world, tok, model):
+    n, k = 3, 2
+    tasks = _test_tasks(world, "tool")
+    cfg = EvalCfg(suites=["tool_avg"], n=n, samples=k, max_turns=8, max_new_tokens=384)
+    out = SUITES["tool_avg"](Evaluator(model, tok, expert_engine(tok, tasks), world), cfg)
+    assert out.scores == [1.0] * n and out.outcomes == {"solved": n * k}
+    assert len(out.episodes) == n  # one record per task: its first sample
+    assert sum(c[1] for c in out.by_hops.values()) == n * k
+    half = _HalfExpert(tok, tasks)
+    out = SUITES["tool_avg"](Evaluator(model, tok, half, world), cfg)
+    assert out.scores == [0.5] * n, out.examples  # the mean over each task's k episodes
+    assert out.outcomes == {"solved": n, "wrong_answer": n}
+    assert all(e["outcome"] == "solved" for e in out.episodes)
+
+
+def test_sampled_env_suite_is_seeded_and_not_greedy(world, tok, model):
+    from arcforge.rollout.engine import LocalEngine
+
+    ev = Evaluator(model, tok, LocalEngine(model, pad_token_id=tok.pad_token_id or 0), world)
+    cfg = EvalCfg(suites=["tool_avg"], n=2, samples=2, max_turns=2, max_new_tokens=12,
+                  temperature=1.0)  # fmt: skip
+    a, b = SUITES["tool_avg"](ev, cfg), SUITES["tool_avg"](ev, cfg)
+    assert a.examples == b.examples and a.episodes == b.episodes  # same seed, same episodes
+    c = SUITES["tool_avg"](ev, cfg.model_copy(update={"seed": 7}))
+    greedy = SUITES["tool"](ev, cfg)
+    assert c.examples != a.examples and greedy.examples != a.examples
