@@ -212,6 +212,13 @@ def _bug_key(task: Task) -> tuple[str, str, str]:
     return task.context["repo"], bug["path"], bug["mutated"]
 
 
+def _family(task: Task) -> str | None:
+    """What fresh tasks take turns by: a terminal task's family, an SWE bug's function."""
+    if task.kind == "swe":
+        return task.context["bug"]["function"]
+    return task.metadata.get("family")
+
+
 def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     """{"dev": DEV_SIZE tasks times the world's scale, "fresh": up to as many as the suite's
     train split} of `suite`, with no instruction of a train or test task, nor of each other;
@@ -234,6 +241,9 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
                                  cfg.terminal_fresh_slots)  # fmt: skip
     elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
         seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
+        # (the functions take turns below: drawn as they come, the demo world's common
+        # functions get up to 27 bugs to a rare one's 1, and RL hardly ever samples the fixes
+        # the SFT policy has not learnt)
         pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
         pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
     elif suite == "code":  # the train split's templates and names; never a held-out variant
@@ -245,12 +255,20 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         people = [e.name for e in kb.of_type("person")]
         pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])
     pool = [t for t in pool if t.instruction not in have]
-    by_family: dict = {}  # distinct instructions, the families (terminal's) taking turns
+    # distinct instructions, the families taking turns (terminal's families, SWE's buggy
+    # functions): dev and fresh cover them evenly, not as often as the generator draws them
+    by_family: dict = {}
     for t in {t.instruction: t for t in reversed(pool)}.values():
-        by_family.setdefault(t.metadata.get("family"), []).append(t)
-    dev = [t for row in zip_longest(*by_family.values()) for t in row if t is not None][:n_dev]
-    keys = {t.instruction for t in dev}
-    out = {"dev": dev, "fresh": [t for t in pool if t.instruction not in keys][:n_fresh]}
+        by_family.setdefault(_family(t), []).append(t)
+    turns = [t for row in zip_longest(*by_family.values()) for t in row if t is not None]
+    out: dict[str, list[Task]] = {"dev": [], "fresh": []}
+    for t in turns:  # dealt to the split further behind its size, so both cover every family
+        split = "dev" if len(out["dev"]) * n_fresh <= len(out["fresh"]) * n_dev else "fresh"
+        if len(out[split]) >= (n_dev if split == "dev" else n_fresh):
+            split = "fresh" if split == "dev" else "dev"
+            if len(out[split]) >= (n_dev if split == "dev" else n_fresh):
+                break
+        out[split].append(t)
     for split, tasks in out.items():
         if not tasks:
             raise ValueError(

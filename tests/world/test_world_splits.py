@@ -70,6 +70,12 @@ def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
         for s in ("dev", "fresh"):
             assert not {t.context["repo"] for t in splits[s]} & test_repos
             assert not {(t.context["repo"], t.context["bug"]["mutated"]) for t in splits[s]} & bugs
+        # the buggy functions take turns: each once before any twice, however often the
+        # generator draws it (RL would otherwise hardly ever see a rare function's fix)
+        for s in ("dev", "fresh"):
+            funcs = [t.context["bug"]["function"] for t in splits[s]]
+            first = len(set(funcs))
+            assert first > 3 and len(set(funcs[:first])) == first
 
 
 def test_no_fresh_tasks_for_a_suite_without_a_generator(world):
