@@ -376,6 +376,7 @@ def _env_suite(suite: str, sampled: bool = False) -> Callable[[Evaluator, EvalCf
     return run
 
 
+ENV_SUITES = ("tool", "search", "code", "terminal", "swe", "tir")
 SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "lm_loss": suite_lm_loss,
     "reasoning": suite_reasoning,
@@ -384,13 +385,8 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "long_context": suite_long_context,
     "long_context_nll": suite_long_context_nll,
     "chat": suite_chat,
-    "tool": _env_suite("tool"),
-    "search": _env_suite("search"),
-    "code": _env_suite("code"),
-    "terminal": _env_suite("terminal"),
-    "swe": _env_suite("swe"),
-    "tir": _env_suite("tir"),
-    **{f"{k}_avg": _env_suite(k, sampled=True) for k in ("tool", "search", "code", "terminal", "swe", "tir")},
+    **{k: _env_suite(k) for k in ENV_SUITES},
+    **{f"{k}_avg": _env_suite(k, sampled=True) for k in ENV_SUITES},
     "general": _general_suite("general", ("format", "required", "forbidden", "json")),
     "general_loose": _general_suite("general_loose", ("format",)),
     "copy": suite_copy,
