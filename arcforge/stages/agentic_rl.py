@@ -151,6 +151,8 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     best = best_probe(probes)
     if stage.probe and best:
         summary["kept_step"] = best["step"] if stage.probe.keep_best else stage.steps
+        if (out / "probe" / f"last-{stage.steps}.safetensors").is_file():
+            summary["last_weights"] = f"probe/last-{stage.steps}.safetensors"  # not kept
         summary["probe_mean"] = {r["step"]: round(r["mean"], 3) for r in probes}  # dev success
     return {
         **summary,

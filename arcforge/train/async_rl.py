@@ -347,6 +347,9 @@ def train_async_rl(
     finally:
         workers.stop()
     if pcfg and pcfg.keep_best and done_all(rows, start, cfg.steps) and best.step >= 0:
+        if best.step != cfg.steps:  # the last step's weights stay at hand: probe/last-<step>
+            last = {k: v.contiguous() for k, v in _weights(model).items()}
+            save_file(last, str(best.dir / f"last-{cfg.steps}.safetensors"))
         best.restore(model)  # the weights of the best probed step (the last step's if it won)
     model.eval()
     return rows

@@ -16,6 +16,7 @@ import time
 import pytest
 import torch
 from fastapi import FastAPI
+from safetensors.torch import load_file
 
 from arcforge.chat.tokens import END
 from arcforge.envs.base import StepResult
@@ -306,7 +307,10 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
     assert [r["best"] for r in rows] == [True, True, True, False, False]
-    assert [f.name for f in (tmp_path / "probe").iterdir()] == ["best-2.safetensors"]
+    names = sorted(f.name for f in (tmp_path / "probe").iterdir())
+    assert names == ["best-2.safetensors", "last-4.safetensors"]  # the last weights kept aside
+    model2.load_state_dict(load_file(str(tmp_path / "probe" / "last-4.safetensors")))
+    assert _fingerprint(model2) == pytest.approx(seen[4], rel=1e-12)
 
 
 def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
