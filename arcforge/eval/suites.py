@@ -332,6 +332,7 @@ def _env_suite(suite: str, sampled: bool = False) -> Callable[[Evaluator, EvalCf
     or with `sampled` k = eval.samples seeded episodes per task at eval.temperature (avg@k: the
     item's score is its mean success; outcomes and by_hops count every episode, `episodes`
     keeps each task's first)."""
+    name = f"{suite}_avg" if sampled else suite
 
     def run(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
         from arcforge.envs.registry import env_factory
@@ -372,7 +373,6 @@ def _env_suite(suite: str, sampled: bool = False) -> Callable[[Evaluator, EvalCf
             clusters=solution_clusters(tasks),
         )
 
-    name = f"{suite}_avg" if sampled else suite
     return run
 
 

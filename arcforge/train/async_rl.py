@@ -209,11 +209,19 @@ class BestKeeper:
         """Keep `model`'s weights when `score` beats the best so far (ties keep the earlier)."""
         if score <= self.score:
             return False
-        tmp = self.path(step).with_suffix(".tmp")
-        save_file({k: v.contiguous() for k, v in _weights(model).items()}, str(tmp))
-        tmp.replace(self.path(step))
+        self._save(model, self.path(step))
         self.step, self.score = step, score
         return True
+
+    def keep_last(self, model: torch.nn.Module, step: int) -> None:
+        """Set the last step's weights aside (probe/last-<step>) before an earlier best wins."""
+        self._save(model, self.dir / f"last-{step}.safetensors")
+
+    @staticmethod
+    def _save(model: torch.nn.Module, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        save_file({k: v.contiguous() for k, v in _weights(model).items()}, str(tmp))
+        tmp.replace(path)
 
     def state(self) -> dict:
         return {"step": self.step, "score": self.score}
@@ -347,9 +355,8 @@ def train_async_rl(
     finally:
         workers.stop()
     if pcfg and pcfg.keep_best and done_all(rows, start, cfg.steps) and best.step >= 0:
-        if best.step != cfg.steps:  # the last step's weights stay at hand: probe/last-<step>
-            last = {k: v.contiguous() for k, v in _weights(model).items()}
-            save_file(last, str(best.dir / f"last-{cfg.steps}.safetensors"))
+        if best.step != cfg.steps:
+            best.keep_last(model, cfg.steps)
         best.restore(model)  # the weights of the best probed step (the last step's if it won)
     model.eval()
     return rows

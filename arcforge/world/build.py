@@ -241,9 +241,6 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
                                  cfg.terminal_fresh_slots)  # fmt: skip
     elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
         seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
-        # (the functions take turns below: drawn as they come, the demo world's common
-        # functions get up to 27 bugs to a rare one's 1, and RL hardly ever samples the fixes
-        # the SFT policy has not learnt)
         pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
         pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
     elif suite == "code":  # the train split's templates and names; never a held-out variant
@@ -256,19 +253,19 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])
     pool = [t for t in pool if t.instruction not in have]
     # distinct instructions, the families taking turns (terminal's families, SWE's buggy
-    # functions): dev and fresh cover them evenly, not as often as the generator draws them
+    # functions: drawn as they come, the demo world's SWE pool had up to 27 bugs of one function
+    # to none of another, and RL hardly ever sampled the fixes SFT had not taught)
     by_family: dict = {}
     for t in {t.instruction: t for t in reversed(pool)}.values():
         by_family.setdefault(_family(t), []).append(t)
     turns = [t for row in zip_longest(*by_family.values()) for t in row if t is not None]
+    size = {"dev": n_dev, "fresh": n_fresh}
     out: dict[str, list[Task]] = {"dev": [], "fresh": []}
-    for t in turns:  # dealt to the split further behind its size, so both cover every family
-        split = "dev" if len(out["dev"]) * n_fresh <= len(out["fresh"]) * n_dev else "fresh"
-        if len(out[split]) >= (n_dev if split == "dev" else n_fresh):
-            split = "fresh" if split == "dev" else "dev"
-            if len(out[split]) >= (n_dev if split == "dev" else n_fresh):
-                break
-        out[split].append(t)
+    for t in turns:  # dealt to the open split furthest behind its size: both cover every family
+        open_ = [s for s in out if len(out[s]) < size[s]]
+        if not open_:
+            break
+        out[min(open_, key=lambda s: len(out[s]) / size[s])].append(t)
     for split, tasks in out.items():
         if not tasks:
             raise ValueError(
