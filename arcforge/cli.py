@@ -192,6 +192,14 @@ def eval_(
         help="Checkpoint target: write every agent-suite episode to DIR/<suite>.jsonl "
         "(a run dir always writes them to RUN/eval/<stage>/).",
     ),
+    out: Path = typer.Option(
+        None, help="Checkpoint target: write the full results (per-item scores too) as JSON."
+    ),
+    against: Path = typer.Option(
+        None,
+        help="Checkpoint target: an --out file of another checkpoint; prints each shared "
+        "suite's paired change to this one, with its 95% interval.",
+    ),
 ) -> None:
     """Evaluate a checkpoint (or every stage of a run) on the held-out suites.
 
@@ -207,6 +215,11 @@ def eval_(
     names = [s for s in suites.split(",") if s] or None
     check_suites(names or [])  # before any world is built
     if (target / "config.yaml").exists() and not (target / "config.json").exists():
+        if out or against:
+            raise UserError(
+                "--out and --against take a checkpoint target; a run's results are in "
+                f"{target}/eval/<stage>.json and its report compares the stages"
+            )
         cfg = load_config(config or target / "config.yaml")
         if names:
             cfg.eval.suites = names
@@ -218,6 +231,7 @@ def eval_(
             f"{target} is neither a checkpoint directory (no config.json) "
             "nor a run directory (no config.yaml)"
         )
+    base = _read_results(against) if against else None
     cfg = load_config(config)
     from arcforge.device import set_run_device
     from arcforge.stages import build_world_from_cfg
@@ -226,10 +240,50 @@ def eval_(
     res = evaluate_checkpoint(
         target, build_world_from_cfg(cfg), cfg.eval, names, episodes_dir=episodes
     )
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1, default=str))
     keys = ("score", "ci", "n", "outcomes", "by_hops")
     typer.echo(
         json.dumps({k: {kk: v[kk] for kk in keys if kk in v} for k, v in res.items()}, indent=1)
     )
+    if base is not None:
+        _print_changes(base, res, against)
+
+
+def _read_results(path: Path) -> dict[str, dict]:
+    """An `arcforge eval --out` file: {suite: {"score", "ci", "scores", ...}}."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"--against {path}: not a readable JSON file ({e})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, dict) and "score" in v and "ci" in v for v in data.values()
+    ):
+        raise UserError(f"--against {path}: not an `arcforge eval --out` results file")
+    return data
+
+
+def _print_changes(base: dict[str, dict], res: dict[str, dict], base_path: Path) -> None:
+    """Per shared suite, the paired change from `base` to `res` (report.paired_change)."""
+    from arcforge.report import paired_change
+
+    shared = [s for s in res if s in base]
+    if not shared:
+        typer.echo(f"no suite in common with {base_path}")
+        return
+    typer.echo(f"change from {base_path}:")
+    for s in shared:
+        c = paired_change(s, base[s], res[s])
+        ci = c["delta_ci"]
+        span = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]{'ᶜ' if c['clustered'] else ''}" if ci else "unpaired"
+        if ci is None and len(base[s].get("scores") or []) != len(res[s].get("scores") or []):
+            span += " (different items: compare with the same eval.n)"
+        verdict = "beyond 95% CI" if c["beyond_ci"] else "within 95% CI"
+        typer.echo(f"  {s}: {base[s]['score']:.3f} -> {res[s]['score']:.3f}  "
+                   f"delta {c['delta']:+.3f} {span}  {verdict}")  # fmt: skip
 
 
 @app.command()

@@ -95,36 +95,42 @@ def changes(
     for suite, by_stage in matrix.items():
         seq = [s for s in order if s in by_stage]
         for a, b in zip(seq, seq[1:]):
-            ra, rb = by_stage[a], by_stage[b]
-            delta = rb["score"] - ra["score"]
-            overlap = not (rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0])
-            xa, xb = items.get(suite, {}).get(a), items.get(suite, {}).get(b)
-            ca, cb = clusters.get(suite, {}).get(a), clusters.get(suite, {}).get(b)
-            delta_ci, clustered = None, False
-            if xa and xb and len(xa) == len(xb) > 1:
-                diffs = [y - x for x, y in zip(xa, xb)]
-                clustered = bool(ca) and ca == cb and len(ca) == len(diffs)
-                _, lo, hi = cluster_mean_ci(diffs, ca) if clustered else mean_ci(diffs)
-                delta_ci = [lo, hi]
-                sep = lo > 0 or hi < 0
-            else:
-                sep = not overlap
-            better = (delta < 0) if suite in LOWER_IS_BETTER else (delta > 0)
-            out.append(
-                {
-                    "suite": suite,
-                    "from": a,
-                    "to": b,
-                    "delta": delta,
-                    "delta_ci": delta_ci,
-                    "paired": delta_ci is not None,
-                    "clustered": clustered,
-                    "intervals_overlap": overlap,
-                    "beyond_ci": sep,
-                    "improved": better and sep,
-                }
-            )
+            ra = {**by_stage[a], "scores": items.get(suite, {}).get(a),
+                  "clusters": clusters.get(suite, {}).get(a)}  # fmt: skip
+            rb = {**by_stage[b], "scores": items.get(suite, {}).get(b),
+                  "clusters": clusters.get(suite, {}).get(b)}  # fmt: skip
+            out.append({"suite": suite, "from": a, "to": b, **paired_change(suite, ra, rb)})
     return out
+
+
+def paired_change(suite: str, ra: dict[str, Any], rb: dict[str, Any]) -> dict[str, Any]:
+    """The change from result `ra` to `rb` of one suite (each {"score", "ci"}, optionally the
+    per-item "scores" and "clusters" an eval writes): a paired interval over the per-item
+    differences when both have them (cluster-robust when both name the same clusters), else
+    whether the two score intervals do not overlap."""
+    delta = rb["score"] - ra["score"]
+    overlap = not (rb["ci"][0] > ra["ci"][1] or rb["ci"][1] < ra["ci"][0])
+    xa, xb = ra.get("scores"), rb.get("scores")
+    ca, cb = ra.get("clusters"), rb.get("clusters")
+    delta_ci, clustered = None, False
+    if xa and xb and len(xa) == len(xb) > 1:
+        diffs = [y - x for x, y in zip(xa, xb)]
+        clustered = bool(ca) and ca == cb and len(ca) == len(diffs)
+        _, lo, hi = cluster_mean_ci(diffs, ca) if clustered else mean_ci(diffs)
+        delta_ci = [lo, hi]
+        sep = lo > 0 or hi < 0
+    else:
+        sep = not overlap
+    better = (delta < 0) if suite in LOWER_IS_BETTER else (delta > 0)
+    return {
+        "delta": delta,
+        "delta_ci": delta_ci,
+        "paired": delta_ci is not None,
+        "clustered": clustered,
+        "intervals_overlap": overlap,
+        "beyond_ci": sep,
+        "improved": better and sep,
+    }
 
 
 def _gain(suite: str, a: float, b: float) -> float:

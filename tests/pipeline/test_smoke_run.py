@@ -121,6 +121,31 @@ def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
     assert all(any(m["role"] == "user" for m in x["messages"]) for x in rows)
 
 
+def test_eval_out_and_against_compare_two_checkpoints(smoke_run, tmp_path):
+    """--out keeps the per-item scores; --against prints the paired change from that file,
+    whose delta is the mean per-item difference of the two files."""
+    a, b = tmp_path / "sft.json", tmp_path / "rl.json"
+    base = ("--suites", "tool,reasoning", "--config", "configs/smoke.yaml")
+    r = cli("eval", str(smoke_run / "sft" / "checkpoint"), *base, "--out", str(a))
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("eval", str(smoke_run / "rl" / "checkpoint"), *base, "--out", str(b),
+            "--against", str(a))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    for suite in ("tool", "reasoning"):
+        xa, xb = ra[suite]["scores"], rb[suite]["scores"]
+        assert len(xa) == len(xb) == ra[suite]["n"]
+        delta = sum(y - x for x, y in zip(xa, xb)) / len(xa)
+        line = next(x for x in r.stdout.splitlines() if x.strip().startswith(f"{suite}:"))
+        assert f"delta {delta:+.3f}" in line and "95% CI" in line
+    a.write_text('{"tool": [1, 2]}')
+    r = cli("eval", str(smoke_run / "rl" / "checkpoint"), *base, "--against", str(a))
+    assert r.returncode == 2 and "not an `arcforge eval --out`" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("eval", str(smoke_run), "--out", str(a))
+    assert r.returncode == 2 and "checkpoint target" in r.stderr
+
+
 def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):
     """SIGKILL the CLI in the middle of pretraining, rerun it: the pretrain checkpoint equals
     the uninterrupted run's within 1e-6 and the metrics log has no repeated step."""
