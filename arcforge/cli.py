@@ -279,7 +279,7 @@ def _print_changes(base: dict[str, dict], res: dict[str, dict], base_path: Path)
         c = paired_change(s, base[s], res[s])
         ci = c["delta_ci"]
         span = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]{'ᶜ' if c['clustered'] else ''}" if ci else "unpaired"
-        if ci is None and len(base[s].get("scores") or []) != len(res[s].get("scores") or []):
+        if ci is None and base[s].get("scores") and res[s].get("scores"):  # unequal lengths
             span += " (different items: compare with the same eval.n)"
         verdict = "beyond 95% CI" if c["beyond_ci"] else "within 95% CI"
         typer.echo(f"  {s}: {base[s]['score']:.3f} -> {res[s]['score']:.3f}  "
