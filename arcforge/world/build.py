@@ -138,7 +138,8 @@ def build_world(cfg: WorldConfig | None = None) -> World:
                                    cfg.terminal_fresh_slots),
         "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1]),
                          NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos,
-                         cfg.swe_fresh_functions),
+                         cfg.swe_fresh_functions,
+                         _rng(cfg, "swe_balance") if cfg.swe_balance else None),
         "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1]),
                                cfg.search_hops),
     }  # fmt: skip

@@ -229,46 +229,63 @@ def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
 
 def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,
               n_test: int, names: NameBank | None = None, fresh: float = 0.0,
-              fresh_functions: float = 0.0) -> Split:  # fmt: skip
+              fresh_functions: float = 0.0, balance: random.Random | None = None) -> Split:  # fmt: skip
     """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
     rest. With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
     chance, renamed to a made-up name from `names` (its own rng: `rng`'s draws, and so the
     bugs, stay as they were); `context["renamed_from"]` names the world repo it copies. With
     `fresh_functions` > 0 (world option `swe_fresh_functions`) a train task's repo has, with
     that chance, every function renamed to a made-up name from `names`
-    (`Repo.functions_renamed`); `context["functions_renamed"]` maps old names to new."""
+    (`Repo.functions_renamed`); `context["functions_renamed"]` maps old names to new. With
+    `balance` (world option `swe_balance`), the train draws are topped up from that rng to
+    4 x `n_train` bugs and the train split keeps `n_train` of them, taking turns by buggy
+    function; `rng`'s draws, the test split among them, stay as they were."""
     out = []
     groups = (("train", repos[n_test_repos:], n_train), ("test", repos[:n_test_repos], n_test))
     for split, group, n in groups:
         tasks, seen = [], set()
-        for _ in range(n * 10):
-            if len(tasks) >= n or not group:
-                break
-            repo = origin = rng.choice(group)
-            if split == "train" and fresh and names is not None and names.rng.random() < fresh:
-                repo = origin.renamed(f"{names.token()}-{names.token()}")
-            if (split == "train" and fresh_functions and names is not None
-                    and names.rng.random() < fresh_functions):  # fmt: skip
-                made = {f: f"{names.token()}_{names.token()}" for f in repo.functions()}
-                repo = repo.functions_renamed(made)
-            else:
-                made = {}
-            bug = repo.inject_bug(rng)
-            if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
-                continue
-            seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text})
-            ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
-            orig_line = bug.original.splitlines()[bug.line - 1]
-            context = {"repo": repo.name, "bug": ctx_bug}
-            if repo.name != origin.name:
-                context["renamed_from"] = origin.name
-            if made:
-                context["functions_renamed"] = made
-            tasks.append(Task("", "swe", bug.issue_text, context=context,
-                              tools=list(WORLD_SWE_TOOLS),
-                              validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
-                              difficulty=0.5,
-                              metadata={"patch": bug.fix_diff, "bug_kind": bug.kind,
-                                        "original_line": orig_line}))  # fmt: skip
+        draws = [(rng, n)] + ([(balance, 4 * n)] if split == "train" and balance else [])
+        for r, want in draws:
+            _draw_bugs(r, group, want, split, names, fresh, fresh_functions, tasks, seen)
+        if len(draws) > 1:
+            by_function: dict[str, list[Task]] = {}
+            for t in tasks:
+                by_function.setdefault(t.context["bug"]["function"], []).append(t)
+            turns = [t for row in zip_longest(*by_function.values()) for t in row if t is not None]
+            tasks = turns[:n]
         out.append(_finish("swe", tasks, split))
     return out[0], out[1]
+
+
+def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names: NameBank | None,
+               fresh: float, fresh_functions: float, tasks: list[Task], seen: set) -> None:  # fmt: skip
+    """Append to `tasks` until it holds `n` distinct bugs (10n tries), drawn from `group`."""
+    for _ in range(n * 10):
+        if len(tasks) >= n or not group:
+            break
+        repo = origin = rng.choice(group)
+        if split == "train" and fresh and names is not None and names.rng.random() < fresh:
+            repo = origin.renamed(f"{names.token()}-{names.token()}")
+        if (split == "train" and fresh_functions and names is not None
+                and names.rng.random() < fresh_functions):  # fmt: skip
+            made = {f: f"{names.token()}_{names.token()}" for f in repo.functions()}
+            repo = repo.functions_renamed(made)
+        else:
+            made = {}
+        bug = repo.inject_bug(rng)
+        if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
+            continue
+        seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text})
+        ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
+        orig_line = bug.original.splitlines()[bug.line - 1]
+        context = {"repo": repo.name, "bug": ctx_bug}
+        if repo.name != origin.name:
+            context["renamed_from"] = origin.name
+        if made:
+            context["functions_renamed"] = made
+        tasks.append(Task("", "swe", bug.issue_text, context=context,
+                          tools=list(WORLD_SWE_TOOLS),
+                          validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
+                          difficulty=0.5,
+                          metadata={"patch": bug.fix_diff, "bug_kind": bug.kind,
+                                    "original_line": orig_line}))  # fmt: skip

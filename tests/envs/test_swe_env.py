@@ -388,3 +388,24 @@ def test_localize_without_a_failing_test_says_so(world, env):
     out = _call(env, "localize")
     assert out.startswith("0 failing") and "no failing test" in out
     assert _call(env, "replace_function", code="    return 1\n").startswith("error: no function")
+
+
+def test_balanced_train_bugs_take_turns_by_function_and_leave_the_test_split(world):
+    """swe_balance: every buggy function once before any twice, where drawn as they come one
+    function takes several bugs before another has one; held-out bugs stay the same."""
+    import random
+    from collections import Counter
+
+    from arcforge.world.suites import swe_tasks
+
+    repos, n = world.repos, 12
+    plain, plain_test = swe_tasks(random.Random(3), repos, 1, n, 4)
+    train, test = swe_tasks(random.Random(3), repos, 1, n, 4, balance=random.Random(5))
+    assert [t.instruction for t in test] == [t.instruction for t in plain_test]
+    funcs = [t.context["bug"]["function"] for t in train]
+    assert len(train) == n and len({t.instruction for t in train}) == n
+    assert max(Counter(funcs).values()) - min(Counter(funcs).values()) <= 1
+    assert max(Counter(t.context["bug"]["function"] for t in plain).values()) > max(
+        Counter(funcs).values()
+    )
+    assert not {t.context["repo"] for t in train} & {t.context["repo"] for t in test}
