@@ -30,6 +30,14 @@ Reliability. A failed job (a worker or environment crash: `fail`, or a Trajector
 comes back) is discarded, so nothing is delivered twice. `state()` / `restore()` capture the
 version, batch count, task cursors, buffered groups (with their versions) and the jobs still
 pending, so a resumed run redoes exactly the unfinished jobs and judges staleness as before.
+
+Dynamic sampling (DAPO; `max_refill_tries` > 0). A group whose episodes all got one reward has
+a zero GRPO advantage: it costs a batch slot and teaches nothing. Such a group is dropped on
+arrival (counted in `dropped_uniform`, per pool in `uniform_by_pool`) and its slot refilled by
+the admission rule above, since a dropped group no longer counts as live. A pool may drop at
+most `max_refill_tries` such groups in a row; the next one is kept, so a pool that never gives
+signal (a task kind the policy always fails) costs at most `max_refill_tries + 1` jobs per
+delivered group and cannot stall the mixture. The streaks are part of `state()`.
 """
 
 from __future__ import annotations
@@ -167,11 +175,13 @@ class Orchestrator:
             pool delivered in between) before `next_batch` gives up with `PoolFailing`: an
             environment that fails every episode (a tool missing on this machine, a broken
             service) would otherwise starve the mixture until `batch_timeout`.
+        max_refill_tries: dynamic sampling (see the module docstring); 0 keeps every group.
     """
 
     def __init__(self, pools: dict[str, list[Task]], mixture: Mixture, groups_per_batch: int,
                  group_size: int = 1, tau: int = 0, sync_every: int = 1, max_retries: int = 2,
-                 seed: int = 0, max_pool_failures: int = 8) -> None:  # fmt: skip
+                 seed: int = 0, max_pool_failures: int = 8,
+                 max_refill_tries: int = 0) -> None:  # fmt: skip
         self.quotas = mixture.quotas(groups_per_batch)
         missing = sorted(k for k in self.quotas if not pools.get(k))
         if missing:
@@ -179,6 +189,13 @@ class Orchestrator:
         if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0 or max_pool_failures < 1:
             raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
                               "max_pool_failures >= 1")  # fmt: skip
+        if max_refill_tries < 0 or (max_refill_tries and group_size < 2):
+            raise ConfigError(f"max_refill_tries {max_refill_tries}: needs >= 0, and groups of "
+                              f"at least 2 episodes to tell a uniform group (group_size "
+                              f"{group_size})")  # fmt: skip
+        self.max_refill_tries = max_refill_tries
+        self._uniform_streak = {k: 0 for k in self.quotas}  # uniform groups dropped in a row
+        self.uniform_by_pool = {k: 0 for k in self.quotas}
         self.max_pool_failures = max_pool_failures
         self._streak = {k: 0 for k in self.quotas}  # failed-for-good jobs in a row per pool
         self.pools, self.B, self.G = pools, groups_per_batch, group_size
@@ -195,7 +212,8 @@ class Orchestrator:
         self.cursor = {k: 0 for k in self.quotas}
         self.failed: list[dict[str, Any]] = []
         self.counts = {"dispatched": 0, "completed": 0, "retries": 0, "failed": 0,
-                       "dropped_stale": 0, "discarded_results": 0}  # fmt: skip
+                       "dropped_stale": 0, "discarded_results": 0,
+                       "dropped_uniform": 0}  # fmt: skip
 
     # ---- registration -------------------------------------------------------------------
 
@@ -246,6 +264,11 @@ class Orchestrator:
             if job is None:
                 self.counts["discarded_results"] += 1
                 return False
+            self._streak[job.pool] = 0  # the pool's environment works
+            self.counts["completed"] += 1
+            if self._drop_uniform(job.pool, trajectories):
+                self._cv.notify_all()  # its slot is free: a fresh job may start
+                return True
             for t in trajectories:
                 t.group_id = f"{lease.task.id}#{lease.job_id}"
             started = [t.start_version for t in trajectories if any(
@@ -253,10 +276,21 @@ class Orchestrator:
             start = min(started) if started else lease.start_version
             self._buffer.append(Group(job.id, job.pool, job.task.id, list(trajectories), start,
                                       job.attempt + 1))  # fmt: skip
-            self._streak[job.pool] = 0
-            self.counts["completed"] += 1
             self._cv.notify_all()
             return True
+
+    def _drop_uniform(self, pool: str, trajectories: list[Trajectory]) -> bool:
+        """Dynamic sampling: whether to drop this group (all rewards equal, streak allows)."""
+        if not self.max_refill_tries or len({t.reward for t in trajectories}) > 1:
+            self._uniform_streak[pool] = 0
+            return False
+        if self._uniform_streak[pool] >= self.max_refill_tries:
+            self._uniform_streak[pool] = 0  # kept: the pool gives no signal at the moment
+            return False
+        self._uniform_streak[pool] += 1
+        self.uniform_by_pool[pool] += 1
+        self.counts["dropped_uniform"] += 1
+        return True
 
     def fail(self, lease: Lease, reason: str) -> None:
         """A worker or environment crashed on `lease`: retry it elsewhere (bounded)."""
@@ -427,6 +461,8 @@ class Orchestrator:
                 "version": self.version, "batches": self.batches, "next_id": self.next_id,
                 "cursor": dict(self.cursor), "counts": dict(self.counts),
                 "failed": list(self.failed),
+                "uniform_streak": dict(self._uniform_streak),
+                "uniform_by_pool": dict(self.uniform_by_pool),
                 "buffer": [g.to_dict() for g in self._buffer],
                 "pending": [{"id": j.id, "pool": j.pool, "task": j.task.to_dict(),
                              "attempt": j.attempt, "failed_on": j.failed_on, "errors": j.errors}
@@ -442,6 +478,8 @@ class Orchestrator:
             self.cursor.update({k: int(v) for k, v in state["cursor"].items()})
             self.counts.update(state["counts"])
             self.failed = list(state["failed"])
+            self._uniform_streak.update(state.get("uniform_streak", {}))  # absent before refills
+            self.uniform_by_pool.update(state.get("uniform_by_pool", {}))
             self._buffer = [Group.from_dict(g) for g in state["buffer"]]
             self._inflight.clear()
             self._used = {k: 0 for k in self._used}

@@ -113,7 +113,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     pools, weights = task_pools(stage)
     orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
                         stage.group_size, stage.tau, stage.sync_every, stage.max_retries,
-                        stage.seed, stage.max_pool_failures)  # fmt: skip
+                        stage.seed, stage.max_pool_failures, stage.max_refill_tries)  # fmt: skip
     pad = tok.pad_token_id or 0
     if stage.backend == "ray":
         from arcforge.rollout.ray_backend import RayWorkers, init_ray
@@ -165,6 +165,8 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         # each pool's share of the trained tokens (with token_mean: of the loss)
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
         "dropped_stale": last.get("dropped_stale", 0),
+        "dropped_uniform": last.get("dropped_uniform", 0),  # dynamic sampling's refills
+        "pool_dropped_uniform": dict(orch.uniform_by_pool),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),
         "overlong": sum(r.get("overlong", 0) for r in rows),

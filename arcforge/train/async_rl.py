@@ -88,6 +88,9 @@ class AgenticRLStageCfg(StageCfg):
     mixture_tolerance: float = Field(0.05, ge=0, le=1)
     max_retries: int = Field(2, ge=0)
     max_pool_failures: int = Field(8, ge=1)  # a pool failing this many jobs in a row stops the run
+    # dynamic sampling (DAPO): drop a group whose episodes all got one reward and run a fresh
+    # task in its slot, at most this many times in a row per pool (0: keep every group)
+    max_refill_tries: int = Field(0, ge=0)
     weight_sync_timeout: float = Field(120.0, gt=0)
     batch_timeout: float = Field(1800.0, gt=0)
     max_turns: int = Field(6, gt=0)

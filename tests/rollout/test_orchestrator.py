@@ -300,3 +300,54 @@ def test_partial_rollout_continues_across_a_weight_push(tok, model, engine):
     group = batch.groups[0]
     versions = [s.policy_version for s in group.trajectories[0].segments if s.source == "model"]
     assert versions == [0, 1, 1] and group.start_version == 0
+
+
+def _scored(lease, rewards) -> list[Trajectory]:
+    return [Trajectory([], reward=r, task_id=lease.task.id) for r in rewards]
+
+
+def test_dynamic_sampling_drops_uniform_groups_and_refills_their_slots():
+    """max_refill_tries 2: a group whose rewards are all equal is dropped and a fresh task
+    takes its slot, at most twice in a row per pool; the third is kept, so a pool without
+    signal still delivers. Streaks and counts survive state() / restore()."""
+    pools = {"math": tasks("math", 20), "swe": tasks("swe", 20)}
+    mix = Mixture({"math": 1, "swe": 1})
+
+    def fresh() -> Orchestrator:
+        o = Orchestrator(pools, mix, 2, group_size=2, tau=0, max_refill_tries=2)
+        for kind in pools:
+            o.register(local_service(kind, [kind], lambda t: SleepEnv(t.kind, 0), 8))
+        return o
+
+    orch = fresh()
+    math, swe = orch.acquire(timeout=0.1), orch.acquire(timeout=0.1)
+    assert {math.pool, swe.pool} == {"math", "swe"} and orch.acquire(timeout=0.05) is None
+    assert orch.complete(math, _scored(math, [0.0, 0.0]))  # uniform: dropped ...
+    assert orch.ready()["math"] == 0
+    again = orch.acquire(timeout=0.1)  # ... and its slot refilled with the pool's next task
+    assert again.pool == "math" and again.task.id != math.task.id
+    orch.complete(again, _scored(again, [1.0, 1.0]))  # the second uniform group in a row
+    third = orch.acquire(timeout=0.1)
+    state = orch.state()  # two dropped in a row: the next uniform math group is kept
+    orch.complete(third, _scored(third, [0.0, 0.0]))
+    orch.complete(swe, _scored(swe, [0.0, 1.0]))  # a signal group: kept, resets its streak
+    batch = orch.next_batch(timeout=1)
+    assert sorted(g.task_id for g in batch.groups) == sorted([third.task.id, swe.task.id])
+    assert orch.counts["dropped_uniform"] == 2 and orch.uniform_by_pool == {"math": 2, "swe": 0}
+    assert orch.counts["completed"] == 4
+
+    resumed = fresh()
+    resumed.restore(state)
+    redone = [resumed.acquire(timeout=0.1) for _ in range(2)]  # the jobs that were running
+    redo = next(x for x in redone if x.pool == "math")
+    assert redo.task.id == third.task.id  # ... and the math pool's streak of two drops
+    resumed.complete(redo, _scored(redo, [0.0, 0.0]))
+    assert resumed.ready()["math"] == 1 and resumed.uniform_by_pool["math"] == 2
+    # without refills every group is kept, uniform or not
+    plain = Orchestrator(pools, mix, 2, group_size=2, tau=0)
+    plain.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0), 8))
+    lease = plain.acquire(timeout=0.1)
+    plain.complete(lease, _scored(lease, [0.0, 0.0]))
+    assert plain.ready()["math"] == 1 and plain.counts["dropped_uniform"] == 0
+    with pytest.raises(ConfigError, match="max_refill_tries"):
+        Orchestrator(pools, mix, 2, group_size=1, max_refill_tries=1)

@@ -324,3 +324,23 @@ def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
     train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
                    probe=scheduled_probe([0.9, 0.1, 0.2], seen))  # fmt: skip
     assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]
+
+
+def test_dynamic_sampling_refills_uniform_groups_without_stalling(tok, tmp_path):
+    """Every episode scores 0, so every group is uniform: with max_refill_tries 2 each delivered
+    group comes after two dropped ones of its pool, and the run still ends (a pool without
+    signal cannot stall the mixture)."""
+    model = make_model(tok)
+    c = cfg(steps=3, max_refill_tries=2)
+    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
+    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
+                        c.group_size, c.tau, c.sync_every,
+                        max_refill_tries=c.max_refill_tries)  # fmt: skip
+    orch.register(local_service("zero", ["search"], lambda t: ZeroEnv(0.01), 16))
+    workers = LocalWorkers(orch, LocalEngine(model, pad_token_id=tok.pad_token_id), tok,
+                           c.agent(), c.workers)  # fmt: skip
+    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    assert [r["trajectories"] for r in rows] == [8, 8, 8]
+    delivered = 3 * c.groups_per_step
+    assert rows[-1]["dropped_uniform"] >= 2 * delivered
+    assert orch.counts["completed"] >= 3 * delivered
