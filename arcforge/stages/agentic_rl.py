@@ -165,7 +165,8 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         # each pool's share of the trained tokens (with token_mean: of the loss)
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
         "dropped_stale": last.get("dropped_stale", 0),
-        "dropped_uniform": last.get("dropped_uniform", 0),  # dynamic sampling's refills
+        # dynamic sampling's drops up to the workers' stop (the metrics rows: up to each step)
+        "dropped_uniform": orch.counts["dropped_uniform"],
         "pool_dropped_uniform": dict(orch.uniform_by_pool),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),
