@@ -33,7 +33,7 @@ pending, so a resumed run redoes exactly the unfinished jobs and judges stalenes
 
 Dynamic sampling (DAPO; `max_refill_tries` > 0). A group whose episodes all got one reward has
 a zero GRPO advantage: it costs a batch slot and teaches nothing. Such a group is dropped on
-arrival (counted in `dropped_uniform`, per pool in `uniform_by_pool`) and its slot refilled by
+arrival (counted per pool in `uniform_by_pool`, in all as `dropped_uniform` in `stats()`) and its slot refilled by
 the admission rule above, since a dropped group no longer counts as live. A pool may drop at
 most `max_refill_tries` such groups in a row; the next one is kept, so a pool that never gives
 signal (a task kind the policy always fails) costs at most `max_refill_tries + 1` jobs per
@@ -212,8 +212,7 @@ class Orchestrator:
         self.cursor = {k: 0 for k in self.quotas}
         self.failed: list[dict[str, Any]] = []
         self.counts = {"dispatched": 0, "completed": 0, "retries": 0, "failed": 0,
-                       "dropped_stale": 0, "discarded_results": 0,
-                       "dropped_uniform": 0}  # fmt: skip
+                       "dropped_stale": 0, "discarded_results": 0}  # fmt: skip
 
     # ---- registration -------------------------------------------------------------------
 
@@ -289,7 +288,6 @@ class Orchestrator:
             return False
         self._uniform_streak[pool] += 1
         self.uniform_by_pool[pool] += 1
-        self.counts["dropped_uniform"] += 1
         return True
 
     def fail(self, lease: Lease, reason: str) -> None:
@@ -498,5 +496,6 @@ class Orchestrator:
 
     def stats(self) -> dict[str, Any]:
         with self._cv:
-            return {**self.counts, "buffered": len(self._buffer), "running": len(self._inflight),
+            return {**self.counts, "dropped_uniform": sum(self.uniform_by_pool.values()),
+                    "buffered": len(self._buffer), "running": len(self._inflight),
                     "queued": len(self._queue), "version": self.version}  # fmt: skip

@@ -166,7 +166,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
         "dropped_stale": last.get("dropped_stale", 0),
         # dynamic sampling's drops up to the workers' stop (the metrics rows: up to each step)
-        "dropped_uniform": orch.counts["dropped_uniform"],
+        "dropped_uniform": sum(orch.uniform_by_pool.values()),
         "pool_dropped_uniform": dict(orch.uniform_by_pool),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),

@@ -333,7 +333,7 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_their_slots():
     orch.complete(swe, _scored(swe, [0.0, 1.0]))  # a signal group: kept, resets its streak
     batch = orch.next_batch(timeout=1)
     assert sorted(g.task_id for g in batch.groups) == sorted([third.task.id, swe.task.id])
-    assert orch.counts["dropped_uniform"] == 2 and orch.uniform_by_pool == {"math": 2, "swe": 0}
+    assert orch.stats()["dropped_uniform"] == 2 and orch.uniform_by_pool == {"math": 2, "swe": 0}
     assert orch.counts["completed"] == 4
 
     resumed = fresh()
@@ -348,6 +348,6 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_their_slots():
     plain.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0), 8))
     lease = plain.acquire(timeout=0.1)
     plain.complete(lease, _scored(lease, [0.0, 0.0]))
-    assert plain.ready()["math"] == 1 and plain.counts["dropped_uniform"] == 0
+    assert plain.ready()["math"] == 1 and plain.stats()["dropped_uniform"] == 0
     with pytest.raises(ConfigError, match="max_refill_tries"):
         Orchestrator(pools, mix, 2, group_size=1, max_refill_tries=1)
