@@ -6,7 +6,16 @@ episode with a reply without tool calls. Reward: exact match (normalized) of tha
 "Answer: ..." part against validation.answer. Details record the answer, the number of tool
 calls, whether each was valid (a known tool with arguments matching its schema) and how many
 observations were errors (invalid calls, or a valid call the tool itself rejected, such as an
-unknown entity).
+unknown entity), and how many of the task's reference calls (`metadata["calls"]`, the oracle's
+plan) the episode made: same tool, same arguments up to case and whitespace.
+
+`call_credit` (default 0: the reward is the exact match and nothing else) is a process reward
+for RL, the tool-call matching reward of ToolRL (Qian et al., 2025): an episode whose answer is
+wrong scores `call_credit` x the share of the reference calls it made, so a group of sampled
+episodes that all answer wrong still ranks the one that copied the question's entity into the
+right lookup above the one that miscopied it (on a tiny model most tool groups are all wrong,
+and half of the held-out failures are a miscopied name). A right answer scores 1 whatever its
+calls. Evaluation keeps the default: suites report exact match.
 """
 
 from __future__ import annotations
@@ -25,8 +34,12 @@ class ToolEnv:
         system_prompt: an optional system message.
     """
 
-    def __init__(self, tools: dict[str, Tool], system_prompt: str | None = None) -> None:
-        self.all_tools, self.system_prompt = tools, system_prompt
+    def __init__(self, tools: dict[str, Tool], system_prompt: str | None = None,
+                 call_credit: float = 0.0) -> None:  # fmt: skip
+        if not 0.0 <= call_credit < 1.0:
+            raise ValueError(f"call_credit must be in [0, 1) (a right answer scores 1), got "
+                             f"{call_credit}")  # fmt: skip
+        self.all_tools, self.system_prompt, self.call_credit = tools, system_prompt, call_credit
         self.tools: list[Tool] = []
         self._task: Task | None = None
         self._reply: str | None = None
@@ -53,8 +66,8 @@ class ToolEnv:
         obs = execute_calls(message, by_name)
         for call, o in zip(message.tool_calls, obs):
             valid = validate_call(call, by_name) is None
-            self._calls.append({"name": call.name, "valid": valid,
-                                "error": o.content.startswith("error:")})  # fmt: skip
+            self._calls.append({"name": call.name, "valid": valid, "key": _call_key(call.name,
+                                call.arguments), "error": o.content.startswith("error:")})  # fmt: skip
         return StepResult(obs, done=False)
 
     def verify(self) -> Reward:
@@ -63,10 +76,27 @@ class ToolEnv:
         ref = str(self._task.validation.answer)
         score = exact_match(self._reply, ref) if self._reply is not None else 0.0
         answer = extract_answer(self._reply) if self._reply is not None else None
+        ref = [_call_key(c["name"], c["arguments"]) for c in self._task.metadata.get("calls", [])]
+        made = {c["key"] for c in self._calls}
+        n_made = sum(k in made for k in ref)
         details = {"answer": answer, "n_tool_calls": len(self._calls),
                    "calls_valid": [bool(c["valid"]) for c in self._calls],
-                   "n_errors": sum(bool(c["error"]) for c in self._calls)}  # fmt: skip
+                   "n_errors": sum(bool(c["error"]) for c in self._calls),
+                   "solved": score, "reference_calls": len(ref),
+                   "reference_calls_made": n_made}  # fmt: skip
+        if score < 1.0 and ref and self.call_credit:
+            score = self.call_credit * n_made / len(ref)
         return Reward(score, details)
 
     def close(self) -> None:
         pass
+
+
+def _call_key(name: str, arguments: object) -> tuple:
+    """A call as (tool, sorted (argument, value) pairs), values lowercased without whitespace,
+    so `2058 - 1944` and `2058-1944` are one calculator call; arguments that are not a dict
+    (an invalid call) compare as their text."""
+    if not isinstance(arguments, dict):
+        return (name, "".join(str(arguments).split()).lower())
+    return (name, tuple(sorted((str(k), "".join(str(v).split()).lower())
+                               for k, v in arguments.items())))  # fmt: skip

@@ -90,11 +90,14 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
 
 def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
     if stage.services:
+        if stage.call_credit:
+            raise UserError(f"stage {stage.name!r}: call_credit shapes the rewards of in-process "
+                            "and Ray environments; an HTTP service scores as it was started")  # fmt: skip
         try:
             return [http_service(s.url, s.timeout) for s in stage.services]
         except EnvServiceError as err:
             raise UserError(f"stage {stage.name!r}: {err}") from None
-    factory = env_factory(world)
+    factory = env_factory(world, tool={"call_credit": stage.call_credit})
     if stage.backend == "ray":
         from arcforge.rollout.ray_backend import ray_env_service
 
@@ -161,6 +164,10 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         "reward_last": mean(rows[-k:], "reward_mean"),
         "signal_frac": round(mean(rows, "signal_frac"), 3),  # groups with a gradient
         "pool_reward": {p: [pool_mean(rows[:k], p), pool_mean(rows[-k:], p)] for p in weights},
+        "pool_solved": {
+            p: [pool_mean(rows[:k], p, "solved"), pool_mean(rows[-k:], p, "solved")]
+            for p in weights
+        },  # fmt: skip
         "pool_signal": {p: pool_mean(rows, p, "signal") for p in weights},  # groups w/ gradient
         # each pool's share of the trained tokens (with token_mean: of the loss)
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},

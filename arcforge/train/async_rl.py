@@ -91,6 +91,9 @@ class AgenticRLStageCfg(StageCfg):
     # dynamic sampling (DAPO): drop a group whose episodes all got one reward and run a fresh
     # task in its slot, at most this many times in a row per pool (0: keep every group)
     max_refill_tries: int = Field(0, ge=0)
+    # process reward on tool tasks (ToolEnv's call_credit): a wrong answer scores this x the
+    # share of the task's reference calls the episode made; a right one scores 1 (0: exact match)
+    call_credit: float = Field(0.0, ge=0, lt=1)
     weight_sync_timeout: float = Field(120.0, gt=0)
     batch_timeout: float = Field(1800.0, gt=0)
     max_turns: int = Field(6, gt=0)
@@ -135,8 +138,9 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
         trajectory), staleness_max/mean, reward_mean, signal_frac (the share of groups with
         unequal rewards), and per pool its group count
-        (groups_<pool>), mean reward (reward_<pool>), share of groups with unequal rewards
-        (signal_<pool>) and trained tokens (tokens_<pool>)).
+        (groups_<pool>), mean reward (reward_<pool>), share of episodes that scored 1
+        (solved_<pool>; below reward_ only with partial credit, e.g. call_credit), share of
+        groups with unequal rewards (signal_<pool>) and trained tokens (tokens_<pool>)).
     """
     trajs = batch.trajectories
     tb = pad_trajectories(trajs, pad_id)
@@ -165,6 +169,8 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         stats[f"groups_{k}"] = len(mine)
         # which task kind is (not) learning
         stats[f"reward_{k}"] = rewards.view(-1, group_size)[mine].mean().item()
+        # episodes that scored 1, the pool's success rate (reward_ also counts partial credit)
+        stats[f"solved_{k}"] = (rewards.view(-1, group_size)[mine] >= 1.0).float().mean().item()
         stats[f"signal_{k}"] = signal[mine].mean().item()  # its groups with a gradient
         # its share of the trained tokens: with token_mean, the share of the loss it weighs
         stats[f"tokens_{k}"] = int(trained[mine].sum())

@@ -61,3 +61,39 @@ def test_tasks_asking_for_missing_tools_fail_clearly(world):
     env = ToolEnv({"calculator": world.tools()["calculator"]})
     with pytest.raises(ValueError, match="lookup"):
         env.reset(task)
+
+
+def _two_hop(world):
+    return next(t for t in world.tasks("tool") if len(t.metadata["calls"]) == 2)
+
+
+def test_call_credit_scores_the_reference_calls_a_wrong_answer_made(world):
+    """call_credit c: a wrong answer scores c x the share of the task's reference calls made
+    (same tool and arguments up to case and whitespace); a right answer scores 1; the details
+    carry the exact-match score and the counts either way; the default scores exact match."""
+    task = _two_hop(world)
+    first, second = task.metadata["calls"]
+    shouty = {k: f"  {str(v).upper()} " for k, v in first["arguments"].items()}
+
+    def episode(env, calls, answer):
+        env.reset(task)
+        for name, args in calls:
+            env.step(_call(name, **args))
+        env.step(Message("assistant", f"Answer: {answer}"))
+        return env.verify()
+
+    credit = ToolEnv(world.tools(), call_credit=0.4)
+    r = episode(credit, [("lookup", shouty)], "no idea")
+    assert r.score == pytest.approx(0.2)  # one of two reference calls
+    assert (r.details["solved"], r.details["reference_calls"], r.details["reference_calls_made"]) \
+        == (0.0, 2, 1)  # fmt: skip
+    r = episode(credit, [("lookup", shouty), (second["name"], second["arguments"])], "no idea")
+    assert r.score == pytest.approx(0.4)  # both calls, still a wrong answer: below 1
+    miscopied = {**first["arguments"], "entity": "X" + first["arguments"]["entity"]}
+    assert episode(credit, [("lookup", miscopied)], "no idea").score == 0.0
+    assert episode(credit, [], task.validation.answer).score == 1.0  # right, without calls
+    plain = episode(ToolEnv(world.tools()), [("lookup", shouty)], "no idea")
+    assert plain.score == 0.0 and plain.details["reference_calls_made"] == 1
+    for bad in (1.0, -0.1):
+        with pytest.raises(ValueError, match="call_credit must be in \\[0, 1\\)"):
+            ToolEnv(world.tools(), call_credit=bad)

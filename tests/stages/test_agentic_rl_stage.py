@@ -42,6 +42,9 @@ def test_stage_runs_from_yaml_and_writes_a_checkpoint(run_dir):
     for pool in ("search", "tool"):  # (the untrained model's episodes may all be overlong)
         assert summary["pool_tokens"][pool] == round(tokens[pool] / max(1, sum(tokens.values())), 3)
         assert summary["pool_signal"][pool] == round(sum(r[f"signal_{pool}"] for r in rows) / 3, 3)
+        solved = [round(rows[i][f"solved_{pool}"], 3) for i in (0, -1)]
+        assert summary["pool_solved"][pool] == solved
+        assert all(s <= r for s, r in zip(solved, summary["pool_reward"][pool]))
     assert (out / "checkpoint" / "config.json").exists()
 
 
@@ -60,6 +63,36 @@ def test_bad_stage_configs_name_the_problem(run_dir):
     cfg = load_config(CONFIG, ["stages.agentic.name=odd", "stages.odd.groups_per_step=3"])
     with pytest.raises(ConfigError, match="a batch of 3 groups cannot hold the mixture"):
         run_pipeline(cfg, run_dir, evaluate=False, report=False)
+
+
+def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
+    """The stage's call_credit is the in-process tool environments' process reward (a wrong
+    answer that made one of two reference calls scores half of it); with HTTP services it is an
+    error, since a service scores as it was started."""
+    from arcforge.stages.agentic_rl import _services
+    from arcforge.train.async_rl import AgenticRLStageCfg
+    from arcforge.types import Message, ToolCall
+
+    def stage(**kw):
+        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl",
+                                                 "sources": [{"source": "world:tool"}], **kw})  # fmt: skip
+
+    task = next(t for t in world.tasks("tool") if len(t.metadata["calls"]) == 2)
+    call = task.metadata["calls"][0]
+    scores = []
+    for credit in (0.0, 0.5):
+        (svc,) = _services(stage(call_credit=credit), ["tool"], world)
+        env = svc.open(task)
+        env.reset(task)
+        env.step(Message("assistant", "", tool_calls=[ToolCall(call["name"], call["arguments"],
+                                                               "c0")]))  # fmt: skip
+        env.step(Message("assistant", "Answer: nobody"))
+        scores.append(env.verify().score)
+    assert scores == [0.0, 0.25]
+    with pytest.raises(UserError, match="call_credit .* HTTP service"):
+        _services(stage(call_credit=0.5, services=[{"url": "http://127.0.0.1:9"}]), ["tool"], world)
+    with pytest.raises(ValidationError, match="call_credit"):
+        stage(call_credit=1.0)
 
 
 def test_difficulty_band_cuts_the_task_pools(tmp_path):

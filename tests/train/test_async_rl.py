@@ -123,6 +123,19 @@ def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
     assert st["signal_frac"] == 0.5  # rewards (1, 0) differ, (0, 0) do not
     assert (st["signal_swe"], st["signal_search"]) == (1.0, 0.0)
     assert (st["tokens_swe"], st["tokens_search"]) == (3, 2)  # the overlong row trains none
+    assert (st["solved_swe"], st["solved_search"]) == (0.5, 0.0)
+
+
+def test_batch_tensors_count_partial_credit_in_reward_but_not_in_solved():
+    """A process reward (e.g. call_credit) gives a wrong episode 0 < r < 1: it counts in the
+    pool's reward and its group's advantages, and not as solved."""
+    seg = ([1, 2], "model", [1, 1], [-0.5, -0.5], 1)
+    trajs = [_traj([seg], r) for r in (1.0, 0.25, 0.25, 0.0)]
+    batch = Batch([Group(0, "tool", "a", trajs[:2], 1), Group(1, "tool", "b", trajs[2:], 1)], 1)
+    tb, st = batch_tensors(batch, group_size=2, pad_id=0)
+    assert st["reward_tool"] == pytest.approx(0.375) and st["solved_tool"] == 0.25
+    assert st["signal_frac"] == 1.0  # (0.25, 0) differ: that all-wrong group has a gradient
+    torch.testing.assert_close(tb.advantages[2:], torch.tensor([0.125, -0.125]))
 
 
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
