@@ -80,7 +80,8 @@ class AgentConfig:
     context_budget: the most tokens the model may see: prompt + max_new_tokens must fit.
     thinking: the template's thinking config. turn_thinking: force Message.thinking on user
     messages (None: keep the env's). keep_recent_observations, fold_chars, note_chars: context
-    management (arcforge.rollout.context). temperature, top_p, top_k, seed: SamplingParams.
+    management (arcforge.rollout.context). temperature, top_p, top_k, seed,
+    tempered_logprobs: SamplingParams.
     """
 
     max_turns: int = 8
@@ -95,6 +96,7 @@ class AgentConfig:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+    tempered_logprobs: bool = False
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_new_tokens < 1:
@@ -107,7 +109,7 @@ class AgentConfig:
         """SamplingParams for batched step `step` (the seed moves on every step)."""
         seed = None if self.seed is None else self.seed + 100_003 * step
         return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k,
-                              tuple(stop_token_ids), seed, 1)  # fmt: skip
+                              tuple(stop_token_ids), seed, 1, self.tempered_logprobs)  # fmt: skip
 
     @property
     def context(self) -> ContextConfig:

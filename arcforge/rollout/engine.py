@@ -15,7 +15,12 @@
 Logprob convention (both engines): the logprob of each sampled token is log_softmax of the raw
 model logits at temperature 1, before temperature / top-k / top-p. That is the policy logprob
 the trainer recomputes, and it is what vLLM returns by default (raw logprobs). At T=1 without
-top-k/top-p it is also the sampling distribution's logprob.
+top-k/top-p it is also the sampling distribution's logprob. With
+`SamplingParams.tempered_logprobs` (LocalEngine only) it is log_softmax(logits / T), the
+logprob of the tempered policy that sampled the token (before top-k/top-p); a trainer that
+divides its logits by the same T then takes the policy gradient of the distribution it sampled
+from (verl and slime divide by the rollout temperature), where raw logprobs give the gradient
+of the T=1 policy on samples of another.
 
 Deliberate simplifications: int8 is *simulated* W8A8 dynamic quantization (per-output-channel
 int8 weights, per-token int8 activations, integer products accumulated in fp32): the numerics
@@ -56,6 +61,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
     n: int = 1
+    tempered_logprobs: bool = False  # logprobs under logits / temperature (see the header)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
@@ -95,8 +101,10 @@ class Engine(Protocol):
 
 
 def _sample(logits: torch.Tensor, p: SamplingParams, gens: list[torch.Generator] | None):
-    """logits (B, V) fp32 raw -> tokens (B,), logprobs (B,) under log_softmax(logits)."""
-    logp = torch.log_softmax(logits, dim=-1)  # (B, V)
+    """logits (B, V) fp32 raw -> tokens (B,), logprobs (B,) under log_softmax(logits), or
+    log_softmax(logits / T) with p.tempered_logprobs and T > 0."""
+    tempered = p.tempered_logprobs and p.temperature > 0
+    logp = torch.log_softmax(logits / p.temperature if tempered else logits, dim=-1)  # (B, V)
     if p.temperature == 0:
         tok = logits.argmax(dim=-1)
     else:
@@ -275,6 +283,9 @@ class ServerEngine:
         return r.json()
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        if params.tempered_logprobs:
+            raise ValueError(f"{self.base_url}: tempered_logprobs needs the LocalEngine; a "
+                             "server returns raw logprobs (vLLM's default logprobs mode)")  # fmt: skip
         if not prompts:
             return []
         body = {

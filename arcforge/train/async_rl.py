@@ -104,6 +104,10 @@ class AgenticRLStageCfg(StageCfg):
     difficulty: tuple[float, float] | None = None
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
+    # engine and trainer logprobs under logits / temperature: the policy gradient of the
+    # tempered policy the episodes were sampled from (False: of the T=1 policy; see
+    # arcforge.rollout.engine's header); LocalEngine only
+    tempered_logprobs: bool = False
     loss: Literal["double_sided_is"] = "double_sided_is"
     loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"  # see RLStageCfg.loss_agg
     clip_low: float = Field(0.2, ge=0, lt=1)  # eps_l: keep tokens with r >= 1 - eps_l
@@ -117,7 +121,7 @@ class AgenticRLStageCfg(StageCfg):
         """The agent-loop config of the rollout workers (no seed: workers' calls can merge)."""
         return AgentConfig(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
                            context_budget=self.context_budget, temperature=self.temperature,
-                           top_p=self.top_p)  # fmt: skip
+                           top_p=self.top_p, tempered_logprobs=self.tempered_logprobs)  # fmt: skip
 
 
 class ProbeCfg(Strict):

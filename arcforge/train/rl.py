@@ -264,14 +264,16 @@ def policy_backward(
     the mask becomes per-trajectory weights first (`sequence_weighted`).
 
     `cfg` needs loss, loss_agg, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
-    distillation config has them too)."""
+    distillation config has them too). A cfg with `tempered_logprobs` set (agentic RL) divides
+    the logits by its `temperature`, as its engine did for the rollout logprobs."""
+    temp = cfg.temperature if getattr(cfg, "tempered_logprobs", False) else 1.0
     if cfg.loss_agg == "seq_mean":  # a reweighted copy: the caller's batch keeps its 0/1 mask
         batch = replace(batch, mask=sequence_weighted(batch.mask))
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
-            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch)  # (B, T)
+            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch, temp)  # (B, T)
         if ref_model is not None:
-            batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch)
+            batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch, temp)
     total = max(1e-9, batch.mask.sum().item())
     dev = model_device(model)  # the batch stays on the CPU; each micro-batch goes to the model
     stats: dict[str, float] = {}
@@ -279,7 +281,7 @@ def policy_backward(
         mb = to_device(batch.rows(slice(i, i + cfg.micro_batch)), dev)
         if mb.n_tokens == 0:
             continue
-        logp = sequence_logprobs(model, mb)  # (b, t) with grad
+        logp = sequence_logprobs(model, mb, temperature=temp)  # (b, t) with grad
         loss, st = LOSS_CALLS[cfg.loss](logp, mb, cfg)
         if ref_model is not None and cfg.kl_coef > 0:
             kl = kl_penalty(logp, mb.logp_ref, mb.mask)

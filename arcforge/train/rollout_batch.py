@@ -131,12 +131,13 @@ def pad_trajectories(trajs: list[Trajectory], pad_id: int) -> TokenBatch:
 
 
 def sequence_logprobs(
-    model: torch.nn.Module, batch: TokenBatch, micro_batch: int = 0
+    model: torch.nn.Module, batch: TokenBatch, micro_batch: int = 0, temperature: float = 1.0
 ) -> torch.Tensor:
     """(B, T) fp32 logprobs of `batch.targets` under `model` (grad follows the caller's mode).
 
     Args:
         micro_batch: rows per forward (0: all at once).
+        temperature: the logits are divided by it first (1: the raw policy).
     """
     step = micro_batch or len(batch)
     dev = model_device(model)
@@ -144,5 +145,7 @@ def sequence_logprobs(
     for i in range(0, len(batch), step):
         x = batch.input_ids[i : i + step].to(dev)
         logits = model(input_ids=x).logits  # (b, T, V)
+        if temperature != 1.0:
+            logits = logits / temperature
         out.append(token_logprobs(logits, batch.targets[i : i + step].to(dev)))  # (b, T)
     return torch.cat(out).to(batch.input_ids.device)  # (B, T) where the batch lives

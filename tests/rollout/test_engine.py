@@ -68,6 +68,34 @@ def test_logprobs_are_raw_not_temperature_scaled(model):
     assert (scaled - torch.tensor(outs[0].logprobs)).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_tempered_logprobs_are_the_sampling_temperatures_and_the_trainers(model, fast):
+    """tempered_logprobs: each logprob is log_softmax(logits / T), the tempered policy the token
+    was drawn from, and it equals the trainer's recompute with the same T (sequence_logprobs);
+    the same seed draws the same tokens as with raw logprobs."""
+    from arcforge.train.rollout_batch import pad_trajectories, sequence_logprobs
+    from arcforge.types import Segment, Trajectory
+
+    engine = LocalEngine(model, pad_token_id=PAD, fast=fast)
+    params = SamplingParams(max_new_tokens=8, temperature=0.6, seed=3, tempered_logprobs=True)
+    outs = engine.generate(PROMPTS, params)
+    raw = engine.generate(PROMPTS, SamplingParams(max_new_tokens=8, temperature=0.6, seed=3))
+    assert [c.token_ids for c in outs] == [c.token_ids for c in raw]
+    for p, c in zip(PROMPTS, outs):
+        want = teacher_forced(model, p, c.token_ids, temperature=0.6)
+        assert_close(torch.tensor(c.logprobs), want, atol=1e-5, rtol=0)
+    assert max_logprob_error(model, PROMPTS, outs) > 0.05  # not the raw logprobs
+    trajs = [
+        Trajectory([Segment(p, "env", [0] * len(p)),
+                    Segment(c.token_ids, "model", [1] * len(c.token_ids), c.logprobs, 0)])
+        for p, c in zip(PROMPTS, outs)
+    ]  # fmt: skip
+    tb = pad_trajectories(trajs, PAD)
+    with torch.no_grad():
+        mine = sequence_logprobs(model, tb, temperature=0.6)  # (B, T)
+    assert ((mine - tb.logp_infer).abs() * tb.mask).max() < 1e-5
+
+
 def test_greedy_batched_equals_unbatched_and_fast_equals_hf(model):
     params = SamplingParams(max_new_tokens=10, temperature=0.0)
     engine = LocalEngine(model, pad_token_id=PAD)

@@ -112,3 +112,10 @@ def test_parse_vllm_choice():
     assert (c.token_ids, c.logprobs, c.finish_reason) == ([12, 7], [-0.5, -1.25], "stop")
     with pytest.raises(RuntimeError, match="token ids"):
         _parse_choice({"index": 0, "logprobs": {"tokens": ["hi"], "token_logprobs": [-1.0]}})
+
+
+def test_server_engine_refuses_tempered_logprobs():
+    """A server returns raw logprobs: asking it for tempered ones fails before any request."""
+    client = ServerEngine("http://127.0.0.1:9", "tiny")
+    with pytest.raises(ValueError, match="tempered_logprobs needs the LocalEngine"):
+        client.generate([[1, 2]], SamplingParams(tempered_logprobs=True, temperature=0.7))

@@ -12,6 +12,7 @@ import json
 import math
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -30,6 +31,8 @@ from arcforge.rollout.gateway import WeightSyncTimeout
 from arcforge.rollout.orchestrator import Batch, Group, Mixture, Orchestrator
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.train.async_rl import AgenticRLStageCfg, batch_tensors, train_async_rl
+from arcforge.train.rl import policy_backward
+from arcforge.train.rollout_batch import pad_trajectories
 from arcforge.types import Message, Reward, Segment, Task, Trajectory
 from arcforge.world import WorldConfig, build_world
 
@@ -136,6 +139,26 @@ def test_batch_tensors_count_partial_credit_in_reward_but_not_in_solved():
     assert st["reward_tool"] == pytest.approx(0.375) and st["solved_tool"] == 0.25
     assert st["signal_frac"] == 1.0  # (0.25, 0) differ: that all-wrong group has a gradient
     torch.testing.assert_close(tb.advantages[2:], torch.tensor([0.125, -0.125]))
+
+
+@pytest.mark.parametrize("tempered", [False, True])
+def test_trainer_logprobs_follow_the_engines_temperature_convention(tok, tempered):
+    """Tokens sampled at T 0.5 by the weights being trained are on-policy: the trainer's
+    recompute equals the engine's logprobs (ratio 1, no token masked) under either convention,
+    raw (T=1) or tempered_logprobs (both divide the logits by T); a trainer that ignored the
+    flag would see ratios far from 1 and mask those tokens."""
+    model = make_model(tok)
+    c = cfg(temperature=0.5, tempered_logprobs=tempered)
+    params = replace(c.agent().sampling([]), max_new_tokens=10, seed=0)
+    assert params.tempered_logprobs is tempered
+    prompts = [tok.encode(f"Say something, number {i}.") for i in range(4)]
+    outs = LocalEngine(model, pad_token_id=tok.pad_token_id).generate(prompts, params)
+    trajs = [_traj([(p, "env", [0] * len(p)), (o.token_ids, "model", [1] * len(o.token_ids),
+                    o.logprobs, 0)], 0.0) for p, o in zip(prompts, outs)]  # fmt: skip
+    tb = pad_trajectories(trajs, tok.pad_token_id)
+    tb.advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    st = policy_backward(model, tb, c)
+    assert abs(st["ratio_mean"] - 1.0) < 1e-4 and st["masked_frac"] == 0.0
 
 
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
