@@ -66,8 +66,9 @@ class ToolEnv:
         obs = execute_calls(message, by_name)
         for call, o in zip(message.tool_calls, obs):
             valid = validate_call(call, by_name) is None
-            self._calls.append({"name": call.name, "valid": valid, "key": _call_key(call.name,
-                                call.arguments), "error": o.content.startswith("error:")})  # fmt: skip
+            self._calls.append({"name": call.name, "valid": valid,
+                                "key": _call_key(call.name, call.arguments),
+                                "error": o.content.startswith("error:")})  # fmt: skip
         return StepResult(obs, done=False)
 
     def verify(self) -> Reward:
@@ -76,16 +77,16 @@ class ToolEnv:
         ref = str(self._task.validation.answer)
         score = exact_match(self._reply, ref) if self._reply is not None else 0.0
         answer = extract_answer(self._reply) if self._reply is not None else None
-        ref = [_call_key(c["name"], c["arguments"]) for c in self._task.metadata.get("calls", [])]
+        plan = [_call_key(c["name"], c["arguments"]) for c in self._task.metadata.get("calls", [])]
         made = {c["key"] for c in self._calls}
-        n_made = sum(k in made for k in ref)
+        n_made = sum(k in made for k in plan)
         details = {"answer": answer, "n_tool_calls": len(self._calls),
                    "calls_valid": [bool(c["valid"]) for c in self._calls],
                    "n_errors": sum(bool(c["error"]) for c in self._calls),
-                   "solved": score, "reference_calls": len(ref),
+                   "solved": score, "reference_calls": len(plan),
                    "reference_calls_made": n_made}  # fmt: skip
-        if score < 1.0 and ref and self.call_credit:
-            score = self.call_credit * n_made / len(ref)
+        if score < 1.0 and plan and self.call_credit:
+            score = self.call_credit * n_made / len(plan)
         return Reward(score, details)
 
     def close(self) -> None:
