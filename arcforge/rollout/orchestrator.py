@@ -33,11 +33,12 @@ pending, so a resumed run redoes exactly the unfinished jobs and judges stalenes
 
 Dynamic sampling (DAPO; `max_refill_tries` > 0). A group whose episodes all got one reward has
 a zero GRPO advantage: it costs a batch slot and teaches nothing. Such a group is dropped on
-arrival (counted per pool in `uniform_by_pool`, in all as `dropped_uniform` in `stats()`) and its slot refilled by
-the admission rule above, since a dropped group no longer counts as live. A pool may drop at
-most `max_refill_tries` such groups in a row; the next one is kept, so a pool that never gives
-signal (a task kind the policy always fails) costs at most `max_refill_tries + 1` jobs per
-delivered group and cannot stall the mixture. The streaks are part of `state()`.
+arrival (counted per pool in `uniform_by_pool`, in all as `dropped_uniform` in `stats()`) and
+its slot refilled by the admission rule above, since a dropped group no longer counts as live.
+A pool may drop at most `max_refill_tries` such groups in a row; the next one is kept, so a
+pool that never gives signal (a task kind the policy always fails) costs at most
+`max_refill_tries + 1` jobs per delivered group and cannot stall the mixture. The streaks are
+part of `state()`.
 """
 
 from __future__ import annotations

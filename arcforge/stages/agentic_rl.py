@@ -167,13 +167,13 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         "pool_solved": {
             p: [pool_mean(rows[:k], p, "solved"), pool_mean(rows[-k:], p, "solved")]
             for p in weights
-        },  # fmt: skip
+        },
         "pool_signal": {p: pool_mean(rows, p, "signal") for p in weights},  # groups w/ gradient
         # each pool's share of the trained tokens (with token_mean: of the loss)
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
         "dropped_stale": last.get("dropped_stale", 0),
         # dynamic sampling's drops up to the workers' stop (the metrics rows: up to each step)
-        "dropped_uniform": sum(orch.uniform_by_pool.values()),
+        "dropped_uniform": orch.stats()["dropped_uniform"],
         "pool_dropped_uniform": dict(orch.uniform_by_pool),
         "retries": last.get("retries", 0),
         "failed": last.get("failed", 0),

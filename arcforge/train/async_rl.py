@@ -172,9 +172,10 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
         mine = [i for i, g in enumerate(batch.groups) if g.pool == k]
         stats[f"groups_{k}"] = len(mine)
         # which task kind is (not) learning
-        stats[f"reward_{k}"] = rewards.view(-1, group_size)[mine].mean().item()
+        pool_rewards = rewards.view(-1, group_size)[mine]  # (groups of the pool, G)
+        stats[f"reward_{k}"] = pool_rewards.mean().item()
         # episodes that scored 1, the pool's success rate (reward_ also counts partial credit)
-        stats[f"solved_{k}"] = (rewards.view(-1, group_size)[mine] >= 1.0).float().mean().item()
+        stats[f"solved_{k}"] = (pool_rewards >= 1.0).float().mean().item()
         stats[f"signal_{k}"] = signal[mine].mean().item()  # its groups with a gradient
         # its share of the trained tokens: with token_mean, the share of the loss it weighs
         stats[f"tokens_{k}"] = int(trained[mine].sum())
