@@ -86,13 +86,18 @@ def save_state(
     opt: torch.optim.Optimizer,
     step: int,
     extra: dict[str, Any] | None = None,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> None:
-    """Write model, optimizer, step and RNG states; atomic via a temp dir + rename."""
+    """Write model, optimizer, step and RNG states, and each of `tensors` as
+    <name>.safetensors (e.g. an average of the weights); atomic via a temp dir + rename."""
     tmp = state_dir.with_name(state_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     save_file(weights, str(tmp / "model.safetensors"))  # clones: tied weights are separate
+    for name, named in (tensors or {}).items():
+        save_file({k: v.detach().contiguous() for k, v in named.items()},
+                  str(tmp / f"{name}.safetensors"))  # fmt: skip
     torch.save(
         {
             "optimizer": opt.state_dict(),
@@ -138,12 +143,13 @@ def checkpoint_if_due(
     every: int,
     stop_after: int | None = None,
     extra: dict[str, Any] | None = None,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> bool:
     """Save the resumable state every `every` steps (not after the last one: the stage's
     checkpoint follows) or when stopping early at `stop_after`; True when the loop must stop."""
     stop = stop_after is not None and done >= stop_after
     if (done % every == 0 and done < total) or stop:
-        save_state(state_dir, model, opt, done, extra)
+        save_state(state_dir, model, opt, done, extra, tensors)
     return stop
 
 

@@ -362,6 +362,45 @@ def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
     assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]
 
 
+def _weights_probe(seen: list[dict[str, torch.Tensor]]):
+    """A probe that records a copy of the weights it was shown."""
+
+    def probe(model: torch.nn.Module) -> dict[str, float]:
+        seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return {"dev": 0.5}
+
+    return probe
+
+
+def test_weight_ema_is_probed_saved_resumed_and_ended_on(tok, tmp_path):
+    """weight_ema 0.5: avg_t = 0.5 avg_(t-1) + 0.5 w_t. The probe sees the average, the state
+    holds both the online weights and the average, a resumed run continues the saved average
+    (one restarted from w_t would miss avg_(t-1)), and the stage ends on the average."""
+    c = cfg(steps=3, groups_per_step=4, group_size=8, checkpoint_every=1, weight_ema=0.5,
+            probe={"suites": ["dev"], "every": 1, "keep_best": False})  # fmt: skip
+    seen: list[dict[str, torch.Tensor]] = []
+    start = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
+    online, saved_avg = [], []
+    for stop in (1, 2, None):  # two interruptions, each resumed by a fresh model and workers
+        model = make_model(tok)
+        orch, workers = setup(tok, model, c)
+        train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
+                       stop_after=stop, probe=_weights_probe(seen))  # fmt: skip
+        if stop:
+            online.append(load_file(str(tmp_path / "state" / "model.safetensors")))
+            saved_avg.append(load_file(str(tmp_path / "state" / "ema.safetensors")))
+    assert len(seen) == 4  # steps 0, 1, 2, 3
+    key = "lm_head.weight"
+    assert torch.equal(seen[0][key], start[key])  # the average starts at w_0
+    assert not torch.equal(online[0][key], start[key])  # step 1 moved the online weights
+    for t in (1, 2):  # avg_t from avg_(t-1) and the state's online w_t; the probe saw avg_t
+        want = 0.5 * seen[t - 1][key] + 0.5 * online[t - 1][key]
+        torch.testing.assert_close(seen[t][key], want, rtol=0, atol=1e-6)
+        torch.testing.assert_close(saved_avg[t - 1][key], seen[t][key], rtol=0, atol=0)
+        assert not torch.allclose(seen[t][key], online[t - 1][key])
+    assert all(torch.equal(v, seen[3][k]) for k, v in model.state_dict().items())
+
+
 def test_dynamic_sampling_refills_uniform_groups_without_stalling(tok, tmp_path):
     """Every episode scores 0, so every group is uniform: with max_refill_tries 2 each delivered
     group comes after two dropped ones of its pool, and the run still ends (a pool without
