@@ -422,9 +422,10 @@ def train_async_rl(
                     break
     finally:
         workers.stop()
-    if ema and done_all(rows, start, cfg.steps):
+    finished = done_all(rows, start, cfg.steps)
+    if ema and finished:
         model.load_state_dict(ema.avg)  # the stage ends on the average (or an earlier best)
-    if pcfg and pcfg.keep_best and done_all(rows, start, cfg.steps) and best.step >= 0:
+    if pcfg and pcfg.keep_best and finished and best.step >= 0:
         if best.step != cfg.steps:
             best.keep_last(model, cfg.steps)
         best.restore(model)  # the weights of the best probed step (the last step's if it won)
