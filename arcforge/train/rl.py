@@ -269,12 +269,23 @@ def policy_backward(
     temp = cfg.temperature if getattr(cfg, "tempered_logprobs", False) else 1.0
     if cfg.loss_agg == "seq_mean":  # a reweighted copy: the caller's batch keeps its 0/1 mask
         batch = replace(batch, mask=sequence_weighted(batch.mask))
+    total = max(1e-9, batch.mask.sum().item())  # the token mean's denominator: every row
+    if ref_model is None or cfg.kl_coef == 0:
+        # Every loss term is linear in the advantage, so a row whose advantages are all zero
+        # (a group with one reward: an agent pool the policy never solves) adds nothing to the
+        # gradient; it is left out of both forward passes and only counts in `total`.
+        adv = batch.advantages if batch.advantages.dim() == 1 else batch.advantages.abs().amax(1)
+        keep = torch.nonzero((adv != 0) & (batch.mask.sum(dim=1) > 0)).flatten()
+        if len(keep) == 0:
+            return {"loss": 0.0}
+        if len(keep) < len(batch):
+            batch = batch.rows(keep, trim=False)
+    kept = max(1e-9, batch.mask.sum().item())  # the token stats are means over the kept rows
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
             batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch, temp)  # (B, T)
         if ref_model is not None:
             batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch, temp)
-    total = max(1e-9, batch.mask.sum().item())
     dev = model_device(model)  # the batch stays on the CPU; each micro-batch goes to the model
     stats: dict[str, float] = {}
     for i in range(0, len(batch), cfg.micro_batch):
@@ -288,8 +299,9 @@ def policy_backward(
             loss, st = loss + cfg.kl_coef * kl, {**st, "kl": kl.item()}
         w = mb.mask.sum().item() / total  # the micro-batch's share of the batch's weight
         (loss * w).backward()
-        for k, v in {"loss": loss.item(), **st}.items():
-            stats[k] = stats.get(k, 0.0) + w * v
+        stats["loss"] = stats.get("loss", 0.0) + w * loss.item()
+        for k, v in st.items():
+            stats[k] = stats.get(k, 0.0) + mb.mask.sum().item() / kept * v
     return stats
 
 

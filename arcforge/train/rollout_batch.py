@@ -75,8 +75,9 @@ class TokenBatch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
-    def rows(self, sl: slice, trim: bool = True) -> TokenBatch:
-        """A micro-batch: rows `sl`, columns cut to its last trained column when `trim`."""
+    def rows(self, sl: slice | torch.Tensor, trim: bool = True) -> TokenBatch:
+        """A micro-batch: rows `sl` (a slice or an index tensor), columns cut to its last trained
+        column when `trim`."""
         mask = self.mask[sl]  # (b, T)
         cols = torch.nonzero(mask.sum(0)).max().item() + 1 if mask.any() else 1
         cols = cols if trim else mask.shape[1]

@@ -91,3 +91,32 @@ def test_loss_agg_is_validated():
     assert AgenticRLStageCfg.model_validate({**base, "loss_agg": "seq_mean"}).loss_agg == "seq_mean"
     with pytest.raises(ValueError, match="loss_agg"):
         AgenticRLStageCfg.model_validate({**base, "loss_agg": "mean"})
+
+
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean"])
+def test_zero_advantage_rows_are_skipped_without_changing_the_gradient(agg):
+    """A row with advantage 0 (a group with one reward) adds nothing to the objective; it is not
+    forwarded, yet still counts in the token mean's denominator, so the gradient and the loss
+    are those of the whole batch."""
+    model = _model()
+    b = _batch(model)
+    b.advantages = torch.tensor([1.0, 0.0, 0.5])  # row 1 (8 trained tokens) has no signal
+    want = _reference_grads(model, b, agg == "seq_mean")
+    rows: list[int] = []
+    hook = model.register_forward_hook(lambda m, args, kw, out: rows.append(kw["input_ids"].shape[0]),
+                                       with_kwargs=True)  # fmt: skip
+    model.zero_grad()
+    stats = policy_backward(model, b, _cfg(agg, 3))
+    hook.remove()
+    assert torch.allclose(_grads(model), want, atol=1e-6)
+    assert rows == [2]  # one micro-batch of the two rows with signal
+    with torch.no_grad():  # the reported loss is the whole batch's token mean
+        ratio = torch.exp(sequence_logprobs(model, b) - b.logp_infer)
+        mask = sequence_weighted(b.mask) if agg == "seq_mean" else b.mask
+        full = -(ratio * b.advantages[:, None] * mask).sum() / mask.sum()
+    assert stats["loss"] == pytest.approx(full.item(), abs=1e-6)
+    assert 0.9 < stats["ratio_mean"] < 1.1  # a mean over the kept rows' tokens, not diluted
+    b.advantages = torch.zeros(3)
+    model.zero_grad()
+    assert policy_backward(model, b, _cfg(agg, 3)) == {"loss": 0.0}
+    assert all(p.grad is None for p in model.parameters())
