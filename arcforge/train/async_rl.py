@@ -194,9 +194,7 @@ def has_signal(tb: TokenBatch) -> bool:
     """Whether any trained trajectory has a nonzero advantage. A batch whose every group got
     one reward has a zero policy gradient, yet AdamW would still move the weights along its
     momentum; such a step is skipped (the version still advances, so admission keeps pace)."""
-    rows = tb.mask.sum(dim=1) > 0  # (B,) trajectories with a trained token
-    adv = tb.advantages if tb.advantages.dim() == 1 else tb.advantages.abs().amax(dim=1)
-    return bool(((adv != 0) & rows).any())
+    return len(tb.signal_rows()) > 0
 
 
 def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:

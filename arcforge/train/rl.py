@@ -274,8 +274,7 @@ def policy_backward(
         # Every loss term is linear in the advantage, so a row whose advantages are all zero
         # (a group with one reward: an agent pool the policy never solves) adds nothing to the
         # gradient; it is left out of both forward passes and only counts in `total`.
-        adv = batch.advantages if batch.advantages.dim() == 1 else batch.advantages.abs().amax(1)
-        keep = torch.nonzero((adv != 0) & (batch.mask.sum(dim=1) > 0)).flatten()
+        keep = batch.signal_rows()
         if len(keep) == 0:
             return {"loss": 0.0}
         if len(keep) < len(batch):
@@ -297,11 +296,12 @@ def policy_backward(
         if ref_model is not None and cfg.kl_coef > 0:
             kl = kl_penalty(logp, mb.logp_ref, mb.mask)
             loss, st = loss + cfg.kl_coef * kl, {**st, "kl": kl.item()}
-        w = mb.mask.sum().item() / total  # the micro-batch's share of the batch's weight
+        mb_weight = mb.mask.sum().item()
+        w = mb_weight / total  # the micro-batch's share of the batch's weight
         (loss * w).backward()
         stats["loss"] = stats.get("loss", 0.0) + w * loss.item()
         for k, v in st.items():
-            stats[k] = stats.get(k, 0.0) + mb.mask.sum().item() / kept * v
+            stats[k] = stats.get(k, 0.0) + mb_weight / kept * v
     return stats
 
 

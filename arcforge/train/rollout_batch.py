@@ -89,6 +89,12 @@ class TokenBatch:
 
         return TokenBatch(*(cut(getattr(self, f.name)) for f in fields(self)))
 
+    def signal_rows(self) -> torch.Tensor:
+        """Indices of the rows with a policy gradient: a trained token and a nonzero advantage
+        (a row of a group whose episodes all got one reward has none)."""
+        adv = self.advantages if self.advantages.dim() == 1 else self.advantages.abs().amax(1)
+        return torch.nonzero((adv != 0) & (self.mask.sum(dim=1) > 0)).flatten()
+
     @property
     def n_tokens(self) -> int:
         """Trained tokens (the mask may hold weights, see `sequence_weighted`)."""
