@@ -67,18 +67,19 @@ class RolloutActor:
     """A rollout worker process: its own engine copy, tokenizer and agent config."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, cfg: AgentConfig,
-                 pad_token_id: int, precision: str = "fp32", threads: int = 1) -> None:  # fmt: skip
+                 pad_token_id: int, precision: str = "fp32", threads: int = 1,
+                 pool_cfgs: dict[str, AgentConfig] | None = None) -> None:  # fmt: skip
         from arcforge.rollout.engine import LocalEngine
 
         torch.set_num_threads(threads)
         engine = LocalEngine(model, pad_token_id=pad_token_id, precision=precision)
         self.gateway = EngineGateway(engine, name=f"rollout actor pid {os.getpid()}")
-        self.tokenizer, self.cfg = tokenizer, cfg
+        self.tokenizer, self.cfg, self.pool_cfgs = tokenizer, cfg, pool_cfgs or {}
 
     def run(self, lease: Lease) -> list[Trajectory]:
         from arcforge.rollout.workers import run_lease
 
-        return run_lease(self.gateway, self.tokenizer, lease, self.cfg)
+        return run_lease(self.gateway, self.tokenizer, lease, self.cfg, self.pool_cfgs)
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
         self.gateway.load_weights(state_dict, version)
@@ -128,11 +129,12 @@ class RayWorkers:
         model: the policy to copy into every actor; tokenizer, cfg: as for LocalWorkers.
         n: worker actors. num_cpus: CPUs each actor reserves (its torch threads).
         precision: the actors' engine precision.
+        pool_cfgs: as for LocalWorkers (a pool's own agent config).
     """
 
     def __init__(self, orch: Orchestrator, model: torch.nn.Module, tokenizer: Any,
                  cfg: AgentConfig, n: int, *, pad_token_id: int, precision: str = "fp32",
-                 num_cpus: int = 1) -> None:  # fmt: skip
+                 num_cpus: int = 1, pool_cfgs: dict[str, AgentConfig] | None = None) -> None:  # fmt: skip
         ray = require_ray()
         if not ray.is_initialized():
             init_ray()
@@ -142,7 +144,9 @@ class RayWorkers:
         # also when the trainer's model is on a GPU)
         self._model_ref = ray.put(copy.deepcopy(model).to("cpu"))
         self.actors = [
-            cls.remote(self._model_ref, tokenizer, cfg, pad_token_id, precision, num_cpus)
+            cls.remote(
+                self._model_ref, tokenizer, cfg, pad_token_id, precision, num_cpus, pool_cfgs
+            )
             for _ in range(n)
         ]
         self._weights: tuple[Any, int] | None = None  # the latest (object ref, version)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -34,8 +35,11 @@ from arcforge.rollout.orchestrator import Lease, Orchestrator
 from arcforge.types import Trajectory
 
 
-def run_lease(engine: Engine, tokenizer: Any, lease: Lease, cfg: AgentConfig) -> list[Trajectory]:
-    """Run the lease's `group_size` episodes of its task on its service, stepped together."""
+def run_lease(engine: Engine, tokenizer: Any, lease: Lease, cfg: AgentConfig,
+              pool_cfgs: Mapping[str, AgentConfig] | None = None) -> list[Trajectory]:  # fmt: skip
+    """Run the lease's `group_size` episodes of its task on its service, stepped together, with
+    its pool's agent config where `pool_cfgs` has one (e.g. its own temperature), else `cfg`."""
+    cfg = (pool_cfgs or {}).get(lease.pool, cfg)
     return run_episodes(engine, tokenizer, lease.service.open, [lease.task], cfg, lease.group_size)
 
 
@@ -48,14 +52,18 @@ class LocalWorkers:
         tokenizer: the engine model's tokenizer.
         cfg: the agent loop config (leave its seed None so that workers' calls can merge).
         n: worker threads.
+        pool_cfgs: pool -> the agent config of that pool's episodes, where it differs from
+            `cfg` (a pool sampled at its own temperature).
         switch_interval: sys.setswitchinterval while running (None: leave it alone).
     """
 
     def __init__(self, orch: Orchestrator, engine: Engine, tokenizer: Any, cfg: AgentConfig,
-                 n: int, switch_interval: float | None = 5e-4) -> None:  # fmt: skip
+                 n: int, switch_interval: float | None = 5e-4,
+                 pool_cfgs: Mapping[str, AgentConfig] | None = None) -> None:  # fmt: skip
         if n < 1:
             raise ValueError(f"need at least one rollout worker, got {n}")
         self.orch, self.tokenizer, self.cfg, self.n = orch, tokenizer, cfg, n
+        self.pool_cfgs = dict(pool_cfgs or {})
         self.gateway = engine if isinstance(engine, EngineGateway) else EngineGateway(engine)
         self._threads: list[threading.Thread] = []
         self._current: dict[int, Lease | None] = {}
@@ -81,7 +89,7 @@ class LocalWorkers:
             with self._lock:
                 self._current[i] = lease
             try:
-                trajs = run_lease(self.gateway, self.tokenizer, lease, self.cfg)
+                trajs = run_lease(self.gateway, self.tokenizer, lease, self.cfg, self.pool_cfgs)
             except Exception as err:  # a crash of this worker's episode: retry elsewhere
                 self.orch.fail(lease, f"worker {i}: {type(err).__name__}: {err}")
                 continue

@@ -36,8 +36,18 @@ STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
 
 def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[str, float]]:
     """Tasks per pool and the mixture weight of each pool, from the stage's sources."""
+    pools, weights, _ = pool_settings(stage)
+    return pools, weights
+
+
+def pool_settings(
+    stage: AgenticRLStageCfg,
+) -> tuple[dict[str, list[Task]], dict[str, float], dict[str, float]]:
+    """Tasks, mixture weight and sampling temperature of each pool, from the stage's sources
+    (a source without a temperature samples at the stage's)."""
     pools: dict[str, list[Task]] = {}
     weights: Counter[str] = Counter()
+    temps: dict[str, float] = {}
     for s in stage.sources:
         records = [r for r in load_records(s.source) if r.task is not None]
         cut = s.difficulty or stage.difficulty
@@ -51,9 +61,13 @@ def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[st
             raise UserError(f"stage {stage.name!r}: source {s.source!r} has task kind(s) {bad} "
                             f"with no environment; known: {sorted(FACTORIES)}")  # fmt: skip
         name = next(iter(kinds)) if len(kinds) == 1 else Path(s.source.split(":", 1)[-1]).stem
+        temp = stage.temperature if s.temperature is None else s.temperature
+        if temps.setdefault(name, temp) != temp:
+            raise UserError(f"stage {stage.name!r}: sources of pool {name!r} sample at different "
+                            f"temperatures ({temps[name]} and {temp}); give them one")  # fmt: skip
         pools.setdefault(name, []).extend(tasks)
         weights[name] += s.weight
-    return pools, dict(weights)
+    return pools, dict(weights), temps
 
 
 def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int):
@@ -113,7 +127,9 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     if n_pos is not None and stage.context_budget > n_pos:
         raise UserError(f"stage {stage.name!r}: context_budget {stage.context_budget} exceeds the "
                         f"model's max_position_embeddings {n_pos}")  # fmt: skip
-    pools, weights = task_pools(stage)
+    pools, weights, temps = pool_settings(stage)
+    # pools sampled at their own temperature get their own agent config (the rest: the stage's)
+    pool_cfgs = {p: stage.agent(t) for p, t in temps.items() if t != stage.temperature}
     orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
                         stage.group_size, stage.tau, stage.sync_every, stage.max_retries,
                         stage.seed, stage.max_pool_failures, stage.max_refill_tries)  # fmt: skip
@@ -123,20 +139,22 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
 
         init_ray(stage.ray_address, num_cpus=None)
         workers = RayWorkers(orch, model, tok, stage.agent(), stage.workers, pad_token_id=pad,
-                             precision=stage.engine_precision)  # fmt: skip
+                             precision=stage.engine_precision, pool_cfgs=pool_cfgs)  # fmt: skip
     else:
         from arcforge.rollout.engine import LocalEngine
         from arcforge.rollout.workers import LocalWorkers
 
         engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
                              max_batch=max(64, stage.workers * stage.group_size))  # fmt: skip
-        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers)
+        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers,
+                               pool_cfgs=pool_cfgs)  # fmt: skip
     kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
     for svc in _services(stage, kinds, world):
         orch.register(svc)
     probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
     rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
-                          desc=f"agentic rl {stage.name}", probe=probe)  # fmt: skip
+                          desc=f"agentic rl {stage.name}", probe=probe,
+                          temperatures=temps if pool_cfgs else None)  # fmt: skip
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

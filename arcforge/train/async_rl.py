@@ -74,11 +74,22 @@ class EnvServiceCfg(Strict):
     timeout: float = Field(600.0, gt=0)
 
 
+class AgenticSourceCfg(SourceCfg):
+    """A task source of agentic RL: SourceCfg plus the sampling temperature of its episodes."""
+
+    # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
+    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5; session 36) while others
+    # learn best at T 1.0, so a pool may sample at its own temperature. Sources merged into one
+    # pool (same task kind) must agree on it.
+    temperature: float | None = Field(None, gt=0)
+
+
 class AgenticRLStageCfg(StageCfg):
     """Agentic RL on a mixture of environment task kinds, async (tau, sync_every) or sync."""
 
     kind: Literal["agentic_rl"]
-    sources: list[SourceCfg]  # task sources (world:swe, world:terminal, ...); weight = mixture
+    # task sources (world:swe, world:terminal, ...); weight = mixture share
+    sources: list[AgenticSourceCfg]
     steps: int = Field(20, gt=0)
     groups_per_step: int = Field(8, gt=0)
     group_size: int = Field(4, ge=2)
@@ -125,10 +136,12 @@ class AgenticRLStageCfg(StageCfg):
     probe: ProbeCfg | None = None
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
 
-    def agent(self) -> AgentConfig:
-        """The agent-loop config of the rollout workers (no seed: workers' calls can merge)."""
+    def agent(self, temperature: float | None = None) -> AgentConfig:
+        """The agent-loop config of the rollout workers (no seed: workers' calls can merge), at
+        `temperature` (None: the stage's)."""
+        temp = self.temperature if temperature is None else temperature
         return AgentConfig(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
-                           context_budget=self.context_budget, temperature=self.temperature,
+                           context_budget=self.context_budget, temperature=temp,
                            top_p=self.top_p, tempered_logprobs=self.tempered_logprobs)  # fmt: skip
 
 
@@ -143,8 +156,11 @@ class ProbeCfg(Strict):
     max_new_tokens: int | None = Field(None, gt=0)
 
 
-def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatch, dict]:
+def batch_tensors(batch: Batch, group_size: int, pad_id: int,
+                  temperatures: dict[str, float] | None = None) -> tuple[TokenBatch, dict]:  # fmt: skip
     """The batch as padded tensors with GRPO advantages and overlong rows masked, plus counts.
+    With `temperatures` (pool -> the temperature its episodes were sampled at; tempered
+    logprobs), each row's temperature is set so the trainer scores it as it was sampled.
 
     Returns:
         (TokenBatch, stats: trajectories, overlong, partial (several versions in one
@@ -158,6 +174,12 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int) -> tuple[TokenBatc
     tb = pad_trajectories(trajs, pad_id)
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float)  # (B*G,)
     tb.advantages = group_advantages(rewards, group_size)  # (B*G,)
+    if temperatures is not None:
+        missing = sorted({g.pool for g in batch.groups} - set(temperatures))
+        if missing:
+            raise ValueError(f"no sampling temperature for pool(s) {missing}")
+        tb.temperature = torch.tensor([temperatures[g.pool] for g in batch.groups
+                                       for _ in range(group_size)])  # (B*G,)  # fmt: skip
     overlong = torch.tensor([t.finish_reason in OVERLONG for t in trajs])  # (B*G,)
     tb.mask[overlong] = 0.0  # dropped whole: no token of it is trained
     stale = [batch.version - g.start_version for g in batch.groups]
@@ -303,6 +325,7 @@ def train_async_rl(
     stop_after: int | None = None,
     desc: str = "agentic rl",
     probe: Probe | None = None,
+    temperatures: dict[str, float] | None = None,
 ) -> list[dict]:
     """Train `model` on batches from `orch` while `workers` (LocalWorkers or RayWorkers) roll out.
 
@@ -314,6 +337,9 @@ def train_async_rl(
         stop_after: stop after this many steps (state saved), to test resume.
         probe: with `cfg.probe`, scores the model on dev tasks (see ProbeCfg); rows go to
             probe.jsonl and, with keep_best, the model ends with the best probed weights.
+        temperatures: pool -> its sampling temperature where pools sample at their own
+            (AgenticSourceCfg.temperature; the workers must sample so); with
+            `cfg.tempered_logprobs` the trainer scores each row at its pool's.
     Returns:
         the metric rows logged by this call.
     """
@@ -359,7 +385,8 @@ def train_async_rl(
                 batch = orch.next_batch(cfg.batch_timeout)
                 t_wait = time.monotonic() - t0
                 t1 = time.monotonic()
-                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id)
+                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id,
+                                           temperatures if cfg.tempered_logprobs else None)  # fmt: skip
                 for g in opt.param_groups:
                     g["lr"] = lr_at(step, cfg.steps, cfg.optim)
                 opt.zero_grad(set_to_none=True)

@@ -62,6 +62,8 @@ class TokenBatch:
     advantages: (B,) per sequence or (B, T) per token; zeros until the loop sets them
     logp_old:   (B, T) the trainer's logprobs before the update (set by the loop, no grad)
     logp_ref:   (B, T) a frozen reference model's or a teacher's logprobs (optional)
+    temperature: (B,) the temperature each row was sampled and is scored at, with tempered
+                logprobs and per-pool temperatures (optional; None: the caller's one value)
     """
 
     input_ids: torch.Tensor
@@ -71,6 +73,7 @@ class TokenBatch:
     advantages: torch.Tensor
     logp_old: torch.Tensor | None = None
     logp_ref: torch.Tensor | None = None
+    temperature: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -138,21 +141,31 @@ def pad_trajectories(trajs: list[Trajectory], pad_id: int) -> TokenBatch:
 
 
 def sequence_logprobs(
-    model: torch.nn.Module, batch: TokenBatch, micro_batch: int = 0, temperature: float = 1.0
+    model: torch.nn.Module,
+    batch: TokenBatch,
+    micro_batch: int = 0,
+    temperature: float | torch.Tensor = 1.0,
 ) -> torch.Tensor:
     """(B, T) fp32 logprobs of `batch.targets` under `model` (grad follows the caller's mode).
 
     Args:
         micro_batch: rows per forward (0: all at once).
-        temperature: the logits are divided by it first (1: the raw policy).
+        temperature: the logits are divided by it first (1: the raw policy); a (B,) tensor
+            gives each row its own.
     """
     step = micro_batch or len(batch)
     dev = model_device(model)
+    per_row = isinstance(temperature, torch.Tensor)
+    if per_row and temperature.shape != (len(batch),):
+        raise ValueError(f"per-row temperature needs shape ({len(batch)},), "
+                         f"got {tuple(temperature.shape)}")  # fmt: skip
     out = []
     for i in range(0, len(batch), step):
         x = batch.input_ids[i : i + step].to(dev)
         logits = model(input_ids=x).logits  # (b, T, V)
-        if temperature != 1.0:
+        if per_row:
+            logits = logits / temperature[i : i + step].to(dev, logits.dtype)[:, None, None]
+        elif temperature != 1.0:
             logits = logits / temperature
         out.append(token_logprobs(logits, batch.targets[i : i + step].to(dev)))  # (b, T)
     return torch.cat(out).to(batch.input_ids.device)  # (B, T) where the batch lives

@@ -146,3 +146,33 @@ def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
     with pytest.raises(ValidationError, match="difficulty must be"):
         AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "sources": [
             {**every, "difficulty": [0.5, 0.25]}]})  # fmt: skip
+
+
+def test_a_source_may_sample_at_its_own_temperature(tmp_path):
+    """`sources: [{source, temperature}]` sets its pool's sampling temperature (the others keep
+    the stage's); two sources of one pool that disagree are an error naming the pool."""
+    from arcforge.stages.agentic_rl import pool_settings
+    from arcforge.train.async_rl import AgenticRLStageCfg
+
+    def write(name, kind):
+        path = tmp_path / f"{name}.jsonl"
+        rows = [{"id": f"{name}{i}", "kind": kind, "instruction": f"{name} {i}?",
+                 "validation": {"answer": str(i)}} for i in range(3)]  # fmt: skip
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return f"jsonl:{path}"
+
+    cold, math = write("s", "search"), write("m", "math")
+
+    def cfg(*sources):
+        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "temperature": 0.9,
+                                                 "sources": list(sources)})  # fmt: skip
+
+    _, _, temps = pool_settings(cfg({"source": cold, "temperature": 0.5}, {"source": math}))
+    assert temps == {"search": 0.5, "math": 0.9}
+    assert cfg({"source": math}).agent(0.5).temperature == 0.5
+    assert cfg({"source": math}).agent().temperature == 0.9
+    other = write("s2", "search")
+    with pytest.raises(UserError, match=r"pool 'search' sample at different temperatures"):
+        pool_settings(cfg({"source": cold, "temperature": 0.5}, {"source": other}))
+    with pytest.raises(ValidationError, match="greater than 0"):
+        cfg({"source": math, "temperature": 0})

@@ -161,6 +161,57 @@ def test_trainer_logprobs_follow_the_engines_temperature_convention(tok, tempere
     assert abs(st["ratio_mean"] - 1.0) < 1e-4 and st["masked_frac"] == 0.0
 
 
+def test_rows_sampled_at_their_pools_temperatures_are_scored_at_their_own(tok):
+    """Pools sampled at T 0.5 and T 1.0 in one batch, tempered: with each row's temperature
+    (batch_tensors' `temperatures`) the trainer's recompute equals the engine's logprobs; scored
+    at the stage's one temperature instead, the T 1.0 rows' ratios are far from 1."""
+    model = make_model(tok)
+    c = cfg(temperature=0.5, tempered_logprobs=True)
+    prompts = [tok.encode(f"Say something, number {i}.") for i in range(4)]
+    groups = []
+    engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
+    for j, (pool, t) in enumerate((("cold", 0.5), ("hot", 1.0))):
+        mine = prompts[2 * j : 2 * j + 2]
+        outs = engine.generate(mine, replace(c.agent(t).sampling([]), max_new_tokens=10, seed=j))
+        trajs = [_traj([(p, "env", [0] * len(p)), (o.token_ids, "model", [1] * len(o.token_ids),
+                        o.logprobs, 0)], float(i)) for i, (p, o) in enumerate(zip(mine, outs))]  # fmt: skip
+        groups.append(Group(j, pool, f"t{j}", trajs, 0))
+    batch = Batch(groups, 0)
+    tb, _ = batch_tensors(batch, 2, tok.pad_token_id, {"cold": 0.5, "hot": 1.0})
+    assert tb.temperature.tolist() == [0.5, 0.5, 1.0, 1.0]
+    st = policy_backward(model, tb, c)
+    assert abs(st["ratio_mean"] - 1.0) < 1e-4 and st["masked_frac"] == 0.0
+    one, _ = batch_tensors(batch, 2, tok.pad_token_id)  # no column: every row at the stage's 0.5
+    assert one.temperature is None
+    model.zero_grad()
+    assert policy_backward(model, one, c)["masked_frac"] > 0.2
+    with pytest.raises(ValueError, match=r"no sampling temperature for pool\(s\) \['hot'\]"):
+        batch_tensors(batch, 2, tok.pad_token_id, {"cold": 0.5})
+
+
+def test_workers_run_each_pool_with_its_own_agent_config(tok):
+    """`pool_cfgs` reaches the episodes: a pool given one-token replies gets them, the other
+    pool keeps the stage's config."""
+    model = make_model(tok)
+    c = cfg(groups_per_step=4)
+    pools = {k: [Task(f"{k}{i}", "search", f"Say something, number {i}.") for i in range(6)]
+             for k in ("short", "long")}  # fmt: skip
+    orch = Orchestrator(pools, Mixture({"short": 1, "long": 1}), 4, c.group_size, c.tau, 1)
+    orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
+    engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
+    short = replace(c.agent(), max_new_tokens=1)
+    workers = LocalWorkers(orch, engine, tok, c.agent(), 2, pool_cfgs={"short": short})
+    workers.start()
+    try:
+        batch = orch.next_batch(timeout=60)
+    finally:
+        workers.stop()
+    replies = {g.pool: [len(s.token_ids) for t in g.trajectories for s in t.segments
+                        if s.source == "model"] for g in batch.groups}  # fmt: skip
+    assert set(replies) == {"short", "long"}
+    assert max(replies["short"]) == 1 and max(replies["long"]) > 1
+
+
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
     model = make_model(tok)
     before = {k: v.clone() for k, v in model.state_dict().items()}
