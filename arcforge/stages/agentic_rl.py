@@ -34,12 +34,6 @@ from arcforge.types import Task
 STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
 
 
-def task_pools(stage: AgenticRLStageCfg) -> tuple[dict[str, list[Task]], dict[str, float]]:
-    """Tasks per pool and the mixture weight of each pool, from the stage's sources."""
-    pools, weights, _ = pool_settings(stage)
-    return pools, weights
-
-
 def pool_settings(
     stage: AgenticRLStageCfg,
 ) -> tuple[dict[str, list[Task]], dict[str, float], dict[str, float]]:

@@ -98,7 +98,7 @@ def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
 def test_difficulty_band_cuts_the_task_pools(tmp_path):
     """`difficulty: [lo, hi]` keeps the tasks inside the band and those without a difficulty;
     a band that leaves a source empty is an error naming the source and the band."""
-    from arcforge.stages.agentic_rl import task_pools
+    from arcforge.stages.agentic_rl import pool_settings
     from arcforge.train.async_rl import AgenticRLStageCfg
 
     rows = [{"id": f"m{i}", "kind": "math", "instruction": f"{i} + 1?", "difficulty": d,
@@ -113,19 +113,19 @@ def test_difficulty_band_cuts_the_task_pools(tmp_path):
         return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "difficulty": band,
                                                  "sources": [{"source": f"jsonl:{path}"}]})  # fmt: skip
 
-    pools, weights = task_pools(cfg([0.0, 0.25]))
+    pools, weights, _ = pool_settings(cfg([0.0, 0.25]))
     assert sorted(t.id for t in pools["math"]) == ["free", "m0", "m1"] and weights == {"math": 1.0}
-    assert len(task_pools(cfg(None))[0]["math"]) == 5
+    assert len(pool_settings(cfg(None))[0]["math"]) == 5
     rows = [r for r in rows if "difficulty" in r]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(UserError, match=r"holds no tasks in the difficulty band \[0.6, 0.9\]"):
-        task_pools(cfg([0.6, 0.9]))
+        pool_settings(cfg([0.6, 0.9]))
 
 
 def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
     """`sources: [{source, difficulty: [lo, hi]}]` cuts that source only; the others keep the
     stage's band (none here); a bad band is a config error naming the key."""
-    from arcforge.stages.agentic_rl import task_pools
+    from arcforge.stages.agentic_rl import pool_settings
     from arcforge.train.async_rl import AgenticRLStageCfg
 
     def write(name, kind, diffs):
@@ -140,7 +140,7 @@ def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
     cfg = AgenticRLStageCfg.model_validate(
         {"name": "a", "kind": "agentic_rl", "sources": [easy_only, every]}
     )
-    pools, _ = task_pools(cfg)
+    pools, _, _ = pool_settings(cfg)
     assert sorted(t.id for t in pools["search"]) == ["s0", "s3"]
     assert sorted(t.id for t in pools["math"]) == ["m0", "m1", "m2"]
     with pytest.raises(ValidationError, match="difficulty must be"):
