@@ -249,11 +249,10 @@ def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
         for k in sorted({k for r in probes for k in r if k.startswith("probe_")}):
             pts = [(r["step"], r[k]) for r in probes if k in r]
             ax.plot(*zip(*pts), "o--", lw=1.0, ms=3, label=f"dev {k.removeprefix('probe_')}")
-        if probes:
-            from arcforge.train.async_rl import best_probe
-
-            kept = best_probe(probes)["step"]
-            ax.axvline(kept, color="grey", ls=":", lw=1.0, label=f"best dev step {kept}")
+        done = run_dir / name / "DONE"  # the stage summary names the step it ended on
+        kept = json.loads(done.read_text()).get("kept_step") if done.is_file() else None
+        if probes and kept is not None:
+            ax.axvline(kept, color="grey", ls=":", lw=1.0, label=f"kept step {kept}")
         ax.set(title=f"{name} (moving mean)", xlabel="step", ylabel=ylabel)
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -28,7 +28,7 @@ from arcforge.rollout.envservice import EnvServiceError, http_service, local_ser
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.stages.common import model_for_stage
 from arcforge.stages.rl import in_band
-from arcforge.train.async_rl import AgenticRLStageCfg, best_probe, train_async_rl
+from arcforge.train.async_rl import AgenticRLStageCfg, kept_probe, train_async_rl
 from arcforge.types import Task
 
 STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
@@ -83,14 +83,14 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
                        context_budget=budget, temperature=0.0)  # fmt: skip
     factory = env_factory(world)
 
-    def probe(model) -> dict[str, float]:
+    def probe(model) -> dict[str, list[float]]:
         engine = LocalEngine(model, pad_token_id=pad, max_batch=ctx.cfg.eval.batch_size)
-        out: dict[str, float] = {}
+        out: dict[str, list[float]] = {}
         with progress(len(tasks), "dev probe") as bar:
             for suite, ts in tasks.items():
                 trajs = run_episodes(engine, tok, factory, ts, acfg)
-                out[suite] = sum(tr.reward >= 1.0 for tr in trajs) / len(trajs)
-                bar.update(len(out), **{suite: out[suite]})
+                out[suite] = [float(tr.reward >= 1.0) for tr in trajs]
+                bar.update(len(out), **{suite: sum(out[suite]) / len(out[suite])})
         return out
 
     return probe
@@ -163,9 +163,9 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     probes = [json.loads(ln) for ln in (out / "probe.jsonl").read_text().splitlines()
               if ln.strip()] if stage.probe else []  # fmt: skip
     summary: dict = {"steps": stage.steps}
-    best = best_probe(probes)
-    if stage.probe and best:
-        summary["kept_step"] = best["step"] if stage.probe.keep_best else stage.steps
+    kept = kept_probe(probes, stage.probe.keep) if stage.probe else None
+    if stage.probe and kept:
+        summary["kept_step"] = kept["step"]
         if (out / "probe" / f"last-{stage.steps}.safetensors").is_file():
             summary["last_weights"] = f"probe/last-{stage.steps}.safetensors"  # not kept
         summary["probe_mean"] = {r["step"]: round(r["mean"], 3) for r in probes}  # dev success

@@ -23,11 +23,12 @@ trainer below takes a batch whenever one is ready:
               the online weights, while the probe, the kept best and the stage's checkpoint
               take the average (its state is saved and resumed with the rest)
     probe     optional (`probe:`): greedy episodes on dev tasks (neither train nor test) at
-              step 0, every `probe.every` steps and at the end, logged to probe.jsonl; with
-              keep_best the stage ends on the probed weights with the best mean success. RL on
-              a tiny model moves held-out suites up in one run and down in the next (session
-              13: one config's reruns differed by 0.22 on TIR), so a stage that may only be
-              kept when it helped measures that on items it neither trains nor reports on
+              step 0, every `probe.every` steps and at the end, logged to probe.jsonl with
+              each item's score; `probe.keep` picks the weights the stage ends on (see
+              kept_probe). RL on a tiny model moves held-out suites up in one run and down in
+              the next (session 13: one config's reruns differed by 0.22 on TIR), so a stage
+              that may only be kept when it helped measures that on items it neither trains
+              nor reports on
 
 Synchronous RL is the same code with tau = 0 and sync_every = 1: the orchestrator then admits
 exactly one batch of jobs per version. Deliberate simplification: with sync_every > 1 a state
@@ -48,6 +49,7 @@ from pydantic import Field
 from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
+from arcforge.eval.stats import mean_ci
 from arcforge.progress import progress
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.agent import AgentConfig
@@ -151,7 +153,10 @@ class ProbeCfg(Strict):
     suites: list[str] = Field(min_length=1)  # e.g. [tool, tir, terminal]
     n: int = Field(100, gt=0)  # dev tasks per suite (at most 100 exist)
     every: int = Field(4, gt=0)  # steps between probes (also at step 0 and the last step)
-    keep_best: bool = True  # end on the probed step with the best mean (step 0: no change)
+    # which probed weights the stage ends on (kept_probe): the last step's unless its paired
+    # dev change from the best probed step is below zero beyond its 95% interval (the
+    # default), the best mean ("best"; step 0: no change), or the last step's ("last")
+    keep: Literal["last_unless_worse", "best", "last"] = "last_unless_worse"
     max_turns: int | None = Field(None, gt=0)  # None: the eval's (what the report measures)
     max_new_tokens: int | None = Field(None, gt=0)
 
@@ -223,12 +228,43 @@ def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-Probe = Callable[[torch.nn.Module], dict[str, float]]  # model -> success per dev suite
+Probe = Callable[[torch.nn.Module], dict[str, list[float]]]  # model -> dev suite -> item scores
 
 
 def best_probe(rows: list[dict]) -> dict | None:
     """The probe.jsonl row with the best mean, the earliest of equal ones (BestKeeper's rule)."""
     return max(rows, key=lambda r: (r["mean"], -r["step"]), default=None)
+
+
+def probe_items(row: dict) -> list[float] | None:
+    """A probe.jsonl row's item scores, suite after suite (None: a row written without them)."""
+    suites = sorted(k for k in row if k.startswith("items_"))
+    return [x for k in suites for x in row[k]] if suites else None
+
+
+def kept_probe(rows: list[dict], keep: str) -> dict | None:
+    """The probe.jsonl row whose weights a stage with `probe.keep = keep` ends on.
+
+    "best" takes the best mean (the earliest of equal ones): an argmax over noisy dev scores,
+    which favours whichever step the noise lifted. "last_unless_worse" takes the last probed
+    step unless its paired change from the best one (item by item, the same dev tasks) lies
+    below zero beyond its 95% interval: a guard against a run that fell, not a search for the
+    luckiest step. Session 36's `h19` shows the difference: dev TIR 0.71, 0.74, 0.74, 0.70 at
+    steps 0-90; "best" kept step 30 (held out +0.043, within its interval) where step 90's
+    weights scored +0.087, beyond it. `h17` (dev 0.71, 0.73, 0.71, 0.55) is the case the
+    guard is for: its step 90 lost 0.037 held out."""
+    if not rows:
+        return None
+    best, last = best_probe(rows), max(rows, key=lambda r: r["step"])
+    if keep == "best" or best is None:
+        return best
+    if keep == "last" or best is last:
+        return last
+    a, b = probe_items(last), probe_items(best)
+    if a is None or b is None or len(a) != len(b):
+        return best  # no paired items to test the fall on: the best mean
+    _, _, hi = mean_ci([x - y for x, y in zip(a, b)])
+    return best if hi < 0 else last
 
 
 class BestKeeper:
@@ -336,7 +372,7 @@ def train_async_rl(
         workers: has start(), stop() and push_weights(state_dict, version, timeout).
         stop_after: stop after this many steps (state saved), to test resume.
         probe: with `cfg.probe`, scores the model on dev tasks (see ProbeCfg); rows go to
-            probe.jsonl and, with keep_best, the model ends with the best probed weights.
+            probe.jsonl and the model ends on the weights `cfg.probe.keep` picks (kept_probe).
         temperatures: pool -> its sampling temperature where pools sample at their own
             (AgenticSourceCfg.temperature; the workers must sample so); with
             `cfg.tempered_logprobs` the trainer scores each row at its pool's.
@@ -364,11 +400,13 @@ def train_async_rl(
         def run_probe(done: int) -> None:
             t0 = time.monotonic()
             with ema.applied(model) if ema else nullcontext():  # what the stage would end on
-                scores = probe(model)
+                items = probe(model)
+                scores = {k: sum(v) / max(1, len(v)) for k, v in items.items()}
                 mean_score = round(sum(scores.values()) / len(scores), 9)  # equal means tie
                 new = best.offer(model, done, mean_score)
             plog.write(step=done, mean=mean_score, best=new, probe_s=time.monotonic() - t0,
-                       **{f"probe_{k}": v for k, v in scores.items()})  # fmt: skip
+                       **{f"probe_{k}": v for k, v in scores.items()},
+                       **{f"items_{k}": v for k, v in items.items()})  # fmt: skip
             print(f"[probe] step {done}: " + " ".join(f"{k}={v:.3f}" for k, v in scores.items())
                   + f" mean={mean_score:.3f}" + (" (best)" if new else ""))  # fmt: skip
 
@@ -450,10 +488,11 @@ def train_async_rl(
     finished = done_all(rows, start, cfg.steps)
     if ema and finished:
         model.load_state_dict(ema.avg)  # the stage ends on the average (or an earlier best)
-    if pcfg and pcfg.keep_best and finished and best.step >= 0:
-        if best.step != cfg.steps:
+    if pcfg and pcfg.keep != "last" and finished and best.step >= 0:
+        kept = kept_probe(plog.rows(), pcfg.keep)
+        if kept is not None and kept["step"] == best.step != cfg.steps:
             best.keep_last(model, cfg.steps)
-        best.restore(model)  # the weights of the best probed step (the last step's if it won)
+            best.restore(model)  # the weights of the best probed step
     model.eval()
     return rows
 

@@ -183,6 +183,11 @@ class MetricsLog:
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
 
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows written so far (with those kept from before a resume)."""
+        text = self.path.read_text() if self.path.exists() else ""
+        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+
 
 # ---- the loop ----------------------------------------------------------------------------
 

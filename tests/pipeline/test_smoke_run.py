@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,20 +195,27 @@ def test_a_config_that_no_longer_matches_the_saved_world_is_refused(smoke_run):
     assert (smoke_run / "config.yaml").read_text() == before  # the run dir is left alone
 
 
-def test_agentic_rl_ends_on_its_best_probed_step(smoke_run):
-    """The smoke agentic-RL stage probes dev tasks at steps 0, 1, 2 and its checkpoint holds
-    the weights of the step with the best mean (the start's when none beat it)."""
+def test_agentic_rl_ends_on_the_probed_step_its_rule_keeps(smoke_run):
+    """The smoke agentic-RL stage probes dev tasks at steps 0, 1, 2 (each item's score logged)
+    and its checkpoint holds the weights of the step `probe.keep` picks: the last step's, or an
+    earlier best one's (the start's for step 0) when the last fell beyond its interval."""
     from safetensors.torch import load_file
+
+    from arcforge.train.async_rl import kept_probe
 
     out = smoke_run / "agentic_rl"
     probes = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines()]
     assert [p["step"] for p in probes] == [0, 1, 2]
-    assert all(0.0 <= p["probe_tool"] <= 1.0 and p["mean"] == p["probe_tool"] for p in probes)
-    kept = max(probes, key=lambda p: (p["mean"], -p["step"]))["step"]
+    assert all(0.0 <= p["probe_tool"] <= 1.0 and p["mean"] == p["probe_tool"]
+               and p["probe_tool"] == sum(p["items_tool"]) / 3 for p in probes)  # fmt: skip
+    keep = yaml.safe_load((out / "config.yaml").read_text())["probe"]["keep"]
+    kept = kept_probe(probes, keep)["step"]
     summary = json.loads((out / "DONE").read_text())
     assert summary["kept_step"] == kept and set(summary["probe_mean"]) == {"0", "1", "2"}
     final = load_file(str(out / "checkpoint" / "model.safetensors"))
-    ref = (load_file(str(out / "probe" / f"best-{kept}.safetensors")) if kept
-           else load_file(str(smoke_run / "rl" / "checkpoint" / "model.safetensors")))  # fmt: skip
+    ref_path = (out / "state" / "model.safetensors" if kept == 2
+                else smoke_run / "rl" / "checkpoint" / "model.safetensors" if kept == 0
+                else out / "probe" / f"best-{kept}.safetensors")  # fmt: skip
+    ref = load_file(str(ref_path))
     shared = set(final) & set(ref)
     assert shared and all(torch.equal(final[k], ref[k]) for k in shared)

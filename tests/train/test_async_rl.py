@@ -30,7 +30,7 @@ from arcforge.rollout.envservice import local_service
 from arcforge.rollout.gateway import WeightSyncTimeout
 from arcforge.rollout.orchestrator import Batch, Group, Mixture, Orchestrator
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.train.async_rl import AgenticRLStageCfg, batch_tensors, train_async_rl
+from arcforge.train.async_rl import AgenticRLStageCfg, batch_tensors, kept_probe, train_async_rl
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import pad_trajectories
 from arcforge.types import Message, Reward, Segment, Task, Trajectory
@@ -362,13 +362,14 @@ def _fingerprint(model: torch.nn.Module) -> float:
     return float(sum(v.double().sum() for v in model.state_dict().values()))
 
 
-def scheduled_probe(scores: list[float], seen: list[float]):
-    """A probe whose successive calls report `scores` (a dev-set scorer stands behind it in a
-    stage) and that records the weights it was shown."""
+def scheduled_probe(scores: list, seen: list[float]):
+    """A probe whose successive calls report `scores` (a score, or a list of item scores; a
+    dev-set scorer stands behind it in a stage) and that records the weights it was shown."""
 
-    def probe(model: torch.nn.Module) -> dict[str, float]:
+    def probe(model: torch.nn.Module) -> dict[str, list[float]]:
         seen.append(_fingerprint(model))
-        return {"dev": scores.pop(0)}
+        score = scores.pop(0)
+        return {"dev": score if isinstance(score, list) else [score]}
 
     return probe
 
@@ -400,11 +401,11 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
     assert _fingerprint(model2) == pytest.approx(seen[4], rel=1e-12)
 
 
-def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
+def test_probe_keep_last_ends_on_the_last_weights(tok, tmp_path):
     # 4 groups of 8 a step, as above: with 2 groups of 4 both steps can draw uniform rewards
     # in every group, leave the weights as they were and fail the last assertion
     c = cfg(steps=2, groups_per_step=4, group_size=8,
-            probe={"suites": ["dev"], "every": 1, "keep_best": False})  # fmt: skip
+            probe={"suites": ["dev"], "every": 1, "keep": "last"})  # fmt: skip
     seen: list[float] = []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
@@ -413,12 +414,55 @@ def test_probe_without_keep_best_ends_on_the_last_weights(tok, tmp_path):
     assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]
 
 
+def _rows(*items: list[float]) -> list[dict]:
+    """probe.jsonl rows at steps 0, 1, ... with these item scores on one dev suite."""
+    return [{"step": i, "mean": sum(x) / len(x), "items_dev": x} for i, x in enumerate(items)]
+
+
+def test_kept_probe_ends_on_the_last_step_unless_it_fell_beyond_its_interval():
+    """The best probe (step 1) solves all 20 items. Losing 3 of them at the last step is a
+    paired change of -0.15 [-0.31, +0.01], within its interval: the last step is kept. Losing
+    6 is -0.30 [-0.51, -0.09]: the best step is kept."""
+    start, best = [1.0] * 10 + [0.0] * 10, [1.0] * 20
+    small, big = [0.0] * 3 + [1.0] * 17, [0.0] * 6 + [1.0] * 14
+    assert kept_probe(_rows(start, best, small), "last_unless_worse")["step"] == 2
+    assert kept_probe(_rows(start, best, big), "last_unless_worse")["step"] == 1
+    assert kept_probe(_rows(start, best, small), "best")["step"] == 1
+    assert kept_probe(_rows(start, best, big), "last")["step"] == 2
+    # ties go to the earlier step, and a run whose best is its last keeps it under every rule
+    assert kept_probe(_rows(best, best, small), "best")["step"] == 0
+    assert {kept_probe(_rows(start, small, best), k)["step"] for k in
+            ("best", "last", "last_unless_worse")} == {2}  # fmt: skip
+    old = [{k: v for k, v in r.items() if k != "items_dev"} for r in _rows(start, best, small)]
+    assert kept_probe(old, "last_unless_worse")["step"] == 1  # no items to pair: the best
+    assert kept_probe([], "best") is None
+
+
+@pytest.mark.parametrize("lost,kept", [(3, 2), (6, 1)])
+def test_probe_keep_last_unless_worse_ends_on_the_weights_it_picks(tok, tmp_path, lost, kept):
+    """Dev items at steps 0, 1, 2: the run ends on step 2's weights when it lost 3 of step 1's
+    20 solved items, on step 1's (step 2's set aside) when it lost 6."""
+    c = cfg(steps=2, groups_per_step=4, group_size=8,
+            probe={"suites": ["dev"], "every": 1, "keep": "last_unless_worse"})  # fmt: skip
+    seen: list[float] = []
+    model = make_model(tok)
+    orch, workers = setup(tok, model, c)
+    scores = [[1.0] * 10 + [0.0] * 10, [1.0] * 20, [0.0] * lost + [1.0] * (20 - lost)]
+    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
+                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    assert len(set(seen)) == 3  # each probe saw other weights
+    assert _fingerprint(model) == pytest.approx(seen[kept], rel=1e-12)
+    rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert [len(r["items_dev"]) for r in rows] == [20, 20, 20]
+    assert (tmp_path / "probe" / "last-2.safetensors").is_file() == (kept == 1)
+
+
 def _weights_probe(seen: list[dict[str, torch.Tensor]]):
     """A probe that records a copy of the weights it was shown."""
 
-    def probe(model: torch.nn.Module) -> dict[str, float]:
+    def probe(model: torch.nn.Module) -> dict[str, list[float]]:
         seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
-        return {"dev": 0.5}
+        return {"dev": [0.5]}
 
     return probe
 
@@ -428,7 +472,7 @@ def test_weight_ema_is_probed_saved_resumed_and_ended_on(tok, tmp_path):
     holds both the online weights and the average, a resumed run continues the saved average
     (one restarted from w_t would miss avg_(t-1)), and the stage ends on the average."""
     c = cfg(steps=3, groups_per_step=4, group_size=8, checkpoint_every=1, weight_ema=0.5,
-            probe={"suites": ["dev"], "every": 1, "keep_best": False})  # fmt: skip
+            probe={"suites": ["dev"], "every": 1, "keep": "last"})  # fmt: skip
     seen: list[dict[str, torch.Tensor]] = []
     start = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
     online, saved_avg = [], []
