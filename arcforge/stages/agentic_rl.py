@@ -38,7 +38,12 @@ def pool_settings(
     stage: AgenticRLStageCfg,
 ) -> tuple[dict[str, list[Task]], dict[str, float], dict[str, float]]:
     """Tasks, mixture weight and sampling temperature of each pool, from the stage's sources
-    (a source without a temperature samples at the stage's)."""
+    (a source without a temperature samples at the stage's).
+
+    Sources of one task kind share a pool (a source of several kinds is a pool named after
+    it). A source whose temperature differs from the pool its kind already has gets a pool of
+    its own, `<kind>@<temperature>`: a synthesized pool's kinds are known only once the synth
+    stage has run (the demo's may hold SWE or terminal tasks), so a clash is not an error."""
     pools: dict[str, list[Task]] = {}
     weights: Counter[str] = Counter()
     temps: dict[str, float] = {}
@@ -57,8 +62,8 @@ def pool_settings(
         name = next(iter(kinds)) if len(kinds) == 1 else Path(s.source.split(":", 1)[-1]).stem
         temp = stage.temperature if s.temperature is None else s.temperature
         if temps.setdefault(name, temp) != temp:
-            raise UserError(f"stage {stage.name!r}: sources of pool {name!r} sample at different "
-                            f"temperatures ({temps[name]} and {temp}); give them one")  # fmt: skip
+            name = f"{name}@{temp:g}"
+            temps[name] = temp
         pools.setdefault(name, []).extend(tasks)
         weights[name] += s.weight
     return pools, dict(weights), temps

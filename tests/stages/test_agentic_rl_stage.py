@@ -150,7 +150,8 @@ def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
 
 def test_a_source_may_sample_at_its_own_temperature(tmp_path):
     """`sources: [{source, temperature}]` sets its pool's sampling temperature (the others keep
-    the stage's); two sources of one pool that disagree are an error naming the pool."""
+    the stage's); of two sources of one kind at different temperatures, the second gets a
+    pool of its own (`search@0.9`), with its own tasks and weight."""
     from arcforge.stages.agentic_rl import pool_settings
     from arcforge.train.async_rl import AgenticRLStageCfg
 
@@ -172,7 +173,12 @@ def test_a_source_may_sample_at_its_own_temperature(tmp_path):
     assert cfg({"source": math}).agent(0.5).temperature == 0.5
     assert cfg({"source": math}).agent().temperature == 0.9
     other = write("s2", "search")
-    with pytest.raises(UserError, match=r"pool 'search' sample at different temperatures"):
-        pool_settings(cfg({"source": cold, "temperature": 0.5}, {"source": other}))
+    pools, weights, temps = pool_settings(cfg({"source": cold, "temperature": 0.5},
+                                              {"source": other, "weight": 2}))  # fmt: skip
+    assert temps == {"search": 0.5, "search@0.9": 0.9} and weights == {"search": 1, "search@0.9": 2}
+    assert [t.instruction for t in pools["search@0.9"]] == ["s2 0?", "s2 1?", "s2 2?"]
+    assert [t.instruction for t in pools["search"]] == ["s 0?", "s 1?", "s 2?"]
+    pools, _, temps = pool_settings(cfg({"source": cold}, {"source": other}))  # one temperature
+    assert temps == {"search": 0.9} and len(pools["search"]) == 6
     with pytest.raises(ValidationError, match="greater than 0"):
         cfg({"source": math, "temperature": 0})
