@@ -228,7 +228,7 @@ def _rl_series(rows: list[dict]) -> tuple[str, dict[str, list[tuple[int, float]]
 def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
     """One panel per RL or distillation stage: its reward (or KL) per step, smoothed, with one
     line per task pool (agentic RL) or teacher (distillation) next to the overall mean, and
-    agentic RL's dev-set probe scores (greedy success per suite) with its best step marked."""
+    agentic RL's dev-set probe scores (greedy success per suite) with its kept step marked."""
     panels = []
     for s in stages:
         got = _rl_series(_read_jsonl(run_dir / s["name"] / "metrics.jsonl"))
@@ -237,6 +237,7 @@ def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
     if not panels:
         return []
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    summaries = {s["name"]: s for s in stages}  # with each finished stage's DONE summary
     for ax, (name, ylabel, lines) in zip(axes[0], panels):
         for i, (label, pts) in enumerate(lines.items()):
             xs, ys = zip(*pts)
@@ -249,8 +250,7 @@ def _plot_rl(run_dir: Path, stages: list[dict], plots: Path) -> list[str]:
         for k in sorted({k for r in probes for k in r if k.startswith("probe_")}):
             pts = [(r["step"], r[k]) for r in probes if k in r]
             ax.plot(*zip(*pts), "o--", lw=1.0, ms=3, label=f"dev {k.removeprefix('probe_')}")
-        done = run_dir / name / "DONE"  # the stage summary names the step it ended on
-        kept = json.loads(done.read_text()).get("kept_step") if done.is_file() else None
+        kept = summaries[name].get("kept_step")  # the step the stage ended on
         if probes and kept is not None:
             ax.axvline(kept, color="grey", ls=":", lw=1.0, label=f"kept step {kept}")
         ax.set(title=f"{name} (moving mean)", xlabel="step", ylabel=ylabel)

@@ -13,7 +13,6 @@ backend "ray", one EnvHost actor per kind.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.stages.common import model_for_stage
 from arcforge.stages.rl import in_band
 from arcforge.train.async_rl import AgenticRLStageCfg, kept_probe, train_async_rl
+from arcforge.train.loop import read_rows
 from arcforge.types import Task
 
 STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
@@ -165,8 +165,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
 
     tokens = {p: sum(r.get(f"tokens_{p}", 0) for r in rows) for p in weights}
 
-    probes = [json.loads(ln) for ln in (out / "probe.jsonl").read_text().splitlines()
-              if ln.strip()] if stage.probe else []  # fmt: skip
+    probes = read_rows(out / "probe.jsonl") if stage.probe else []
     summary: dict = {"steps": stage.steps}
     kept = kept_probe(probes, stage.probe.keep) if stage.probe else None
     if stage.probe and kept:

@@ -81,8 +81,8 @@ class AgenticSourceCfg(SourceCfg):
 
     # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
     # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5; session 36) while others
-    # learn best at T 1.0, so a pool may sample at its own temperature. Sources merged into one
-    # pool (same task kind) must agree on it.
+    # learn best at T 1.0, so a pool may sample at its own temperature. A source whose
+    # temperature differs from its kind's pool gets a pool of its own (pool_settings).
     temperature: float | None = Field(None, gt=0)
 
 
@@ -256,7 +256,7 @@ def kept_probe(rows: list[dict], keep: str) -> dict | None:
     if not rows:
         return None
     best, last = best_probe(rows), max(rows, key=lambda r: r["step"])
-    if keep == "best" or best is None:
+    if keep == "best":
         return best
     if keep == "last" or best is last:
         return last

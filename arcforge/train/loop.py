@@ -185,8 +185,13 @@ class MetricsLog:
 
     def rows(self) -> list[dict[str, Any]]:
         """The rows written so far (with those kept from before a resume)."""
-        text = self.path.read_text() if self.path.exists() else ""
-        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        return read_rows(self.path)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics-style .jsonl file ([] when it does not exist)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
 
 
 # ---- the loop ----------------------------------------------------------------------------

@@ -269,7 +269,11 @@ def policy_backward(
     row's own where the batch has a `temperature` column (pools sampled at their own)."""
     tempered = getattr(cfg, "tempered_logprobs", False)
     per_row = tempered and batch.temperature is not None
-    temp = cfg.temperature if tempered else 1.0
+    one = cfg.temperature if tempered else 1.0
+
+    def temp(b: TokenBatch) -> float | torch.Tensor:  # what `b`'s logits are divided by
+        return b.temperature if per_row else one
+
     if cfg.loss_agg == "seq_mean":  # a reweighted copy: the caller's batch keeps its 0/1 mask
         batch = replace(batch, mask=sequence_weighted(batch.mask))
     total = max(1e-9, batch.mask.sum().item())  # the token mean's denominator: every row
@@ -285,18 +289,16 @@ def policy_backward(
     kept = max(1e-9, batch.mask.sum().item())  # the token stats are means over the kept rows
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
-            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch,
-                                               batch.temperature if per_row else temp)  # fmt: skip
+            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch, temp(batch))
         if ref_model is not None:
-            batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch,
-                                               batch.temperature if per_row else temp)  # fmt: skip
+            batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch, temp(batch))
     dev = model_device(model)  # the batch stays on the CPU; each micro-batch goes to the model
     stats: dict[str, float] = {}
     for i in range(0, len(batch), cfg.micro_batch):
         mb = to_device(batch.rows(slice(i, i + cfg.micro_batch)), dev)
         if mb.n_tokens == 0:
             continue
-        logp = sequence_logprobs(model, mb, temperature=mb.temperature if per_row else temp)
+        logp = sequence_logprobs(model, mb, temperature=temp(mb))  # (b, t) with grad
         loss, st = LOSS_CALLS[cfg.loss](logp, mb, cfg)
         if ref_model is not None and cfg.kl_coef > 0:
             kl = kl_penalty(logp, mb.logp_ref, mb.mask)
