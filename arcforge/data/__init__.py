@@ -1,1 +1,1 @@
-"""Data sources, corpus curation, packing and mid-training data (DESIGN §2)."""
+"""Data sources, corpus curation, packing and mid-training data."""

@@ -3,7 +3,7 @@
 The only way to predict the repeat is to find the span's first occurrence and copy what
 followed it (an induction head). Mixed into pretraining, they give the copying circuit planted
 by `arcforge.model.prime` a reward on every batch; the world's text alone rewards it too rarely
-to keep it (session 6: without them the planted circuit decayed within ~40 steps, with 400
+to keep it (measured: without them the planted circuit decayed within ~40 steps, with 400
 warm-up steps of copy rows and 25% of each later batch it reached 0.87 repeat accuracy and
 34% first-token / 10% whole-name copying on `benchmarks/copy_probe.py`, from 6-13% / 0).
 

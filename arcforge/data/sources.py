@@ -15,7 +15,7 @@ Each record is one of three shapes, told apart by its keys:
     {"prompt": str, "answer": str}      a prompt with a checkable answer
     {"prompt", "chosen", "rejected"}    a preference pair (prompt record; replies in `meta`)
     {"text": str}                       plain text (pretraining / mid-training)
-A Task record (`id`, `kind`, `instruction`, ...: DESIGN §1) is read as a prompt/answer record
+A Task record (`id`, `kind`, `instruction`, ...: arcforge.types) is read as a prompt/answer record
 that keeps the Task. Other keys ride along in `Record.meta`.
 
 A bad record (invalid JSON, wrong types, unknown role) is reported with its file and line (or

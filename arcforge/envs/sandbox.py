@@ -1,4 +1,4 @@
-"""Run model-written commands safely: `open_sandbox(...)` returns a `Sandbox` (DESIGN §5).
+"""Run model-written commands safely: `open_sandbox(...)` returns a `Sandbox` (docs/sandbox.md).
 
 Backends:
     bwrap  (default on Linux) bubblewrap namespaces: no network, read-only system dirs, no

@@ -11,13 +11,13 @@ bm25s (`SearchIndex`) and shared read-only by every episode. Tools:
   document's opening when none does. So "Ada Lovelace born in" shows Ada Lovelace's page
   with its "born in: London" line: the fact is one short line above the next call, which the
   demo's 4-layer model can copy, where after opening a whole page it reached the second hop's
-  entity in 5 of 100 episodes (session 22);
+  entity in 5 of 100 episodes;
 - open(doc_id, page=0) -> one page of the document's text (paginated by lines, `page_chars`
   characters at most per page), with a "page i of n" header. `doc_id` is a document id or the
   number of a result of the latest search (`open(1)` opens the first hit), as in the gpt-oss
   browser tool's `open(id=N)`: after SFT the demo model's first open reached the first evidence
-  page in 0 of 18 episodes when it had to copy a page id (session 21), and in 68 of 90 when
-  the expert opened result 1 (session 22);
+  page in 0 of 18 episodes when it had to copy a page id, and in 68 of 90 when the expert
+  opened result 1;
 - answer(text) -> records the final answer and ends the episode.
 A reply without tool calls also ends the episode; its content is then the answer.
 Reward: normalized exact match (lowercase, no punctuation, no articles, squashed spaces) of the

@@ -1,1 +1,1 @@
-"""Tokenizer training/loading, model presets and checkpoint I/O (DESIGN §2)."""
+"""Tokenizer training/loading, model presets and checkpoint I/O."""

@@ -3,12 +3,12 @@
 Why: every agent suite needs the model to copy names, paths and numbers from its context into
 a tool call. Real models do that with induction heads (Olsson et al., 2022), which form only
 after hundreds of millions of tokens; the demo's tiny model sees a few million and never forms
-them (sessions 3-5: 0% whole-name copying in `benchmarks/copy_probe.py`, with or without copy
-drills, a larger vocabulary or a synthetic warm-up). Like mimetic initialisation (Trockman &
+them (0% whole-name copying in `benchmarks/copy_probe.py`, with or without copy drills, a
+larger vocabulary or a synthetic warm-up). Like mimetic initialisation (Trockman &
 Kolter, 2023), `init_for_copying` sets a few weights at init so the structure is there from step
 0, and training keeps, reshapes or discards it.
 
-Measured in session 6 on the demo size (d 128 x 4 layers, vocab 2048, AdamW with 50 warm-up
+Measured on the demo size (d 128 x 4 layers, vocab 2048, AdamW with 50 warm-up
 steps, batches of 16 x 128 random tokens with one span of 16-59 tokens repeated): next-token
 accuracy inside the repeat after 400 steps. tests/model/test_prime.py checks the same contrast
 at a smaller size.

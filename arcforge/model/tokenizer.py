@@ -10,11 +10,11 @@ space into its first token, so the name in "Where was Vofe born?" starts with th
 while the same name after a JSON quote ('"entity": "Vofe') starts with "V": copying it into a
 tool call means mapping one id to another, and the demo model gets that first token wrong (70
 of the RL checkpoint's 72 failed lookups on 150 held-out tool tasks were "unknown entity",
-mostly a mis-copied first letter; session 13). With "upper" a space before a capital letter is
+mostly a mis-copied first letter). With "upper" a space before a capital letter is
 its own token, so a name is the same ids wherever it appears (+7% tokens on the world corpus);
 "letter" does the same for every word (+25%). Digits are already split from their space.
-Off by default: in one demo run with "upper" (session 14) failed lookups kept the first letter
-and invented the rest, and SFT TIR fell 0.373 -> 0.020 while reasoning rose (README, "Teaching
+Off by default: in one demo run with "upper" failed lookups kept the first letter and invented
+the rest, and SFT TIR fell 0.373 -> 0.020 while reasoning rose (docs/experiments.md, "Teaching
 a tiny model to copy").
 
 `load_tokenizer` opens any local HF tokenizer directory. A foreign tokenizer (a real checkpoint's)

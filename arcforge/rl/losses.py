@@ -1,5 +1,5 @@
 """Policy losses for RL on LLMs: GRPO with IcePop, direct double-sided importance sampling, and
-the on-policy distillation advantage (DESIGN §3).
+the on-policy distillation advantage (docs/design.md).
 
 Every loss is a pure function of token tensors, `(B, T)` unless said otherwise, returning
 `(loss, stats)`; `stats` holds detached Python floats for logging. Token averages are over the

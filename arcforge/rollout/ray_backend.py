@@ -8,7 +8,7 @@ feeds it. Environments run in `EnvHost` actors (`ray_env_service`): the same JSO
 the HTTP services, reached through `RayEndpoint`, so a worker on one node can drive sandboxes
 on another. On one machine `ray.init(num_cpus=...)` starts a local cluster; on many machines
 start `ray start --head` on one node and `ray start --address=<head>:6379` on the others, then
-run with backend "ray" and ray_address "auto" (see the README).
+run with backend "ray" and ray_address "auto" (docs/scaling.md).
 
 Faults: a worker actor that dies (process killed, node lost) raises RayActorError in its
 driver thread; the lease is failed (the orchestrator retries it on another worker), Ray

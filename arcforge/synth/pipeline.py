@@ -1,4 +1,4 @@
-"""The synthesis pipeline: named steps over streams of records with provenance (DESIGN §6).
+"""The synthesis pipeline: named steps over streams of records with provenance (docs/synthesis.md).
 
     seed -> executable task -> verifiable environment -> trajectories -> filters -> exports
 

@@ -1,4 +1,4 @@
-"""Active exploit probes shared by SWE and terminal tasks (DESIGN §6, the "exploit" filter).
+"""Active exploit probes shared by SWE and terminal tasks (the "exploit" filter).
 
 Each probe is an *attack solution*: a bash script an agent could run with its `bash` tool in a
 fresh episode of the task's own environment (TerminalEnv / SWEEnv via the env registry),

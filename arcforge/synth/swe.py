@@ -1,4 +1,4 @@
-"""SWE task synthesis: executable bug-fix instances from a local git repository (DESIGN §6).
+"""SWE task synthesis: executable bug-fix instances from a local git repository.
 
 Two routes, both ending in SWE-bench-compatible instances that SWEEnv / check-task load
 (`instance_id, repo, base_commit, patch, test_patch, problem_statement, FAIL_TO_PASS,

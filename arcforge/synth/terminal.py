@@ -1,4 +1,4 @@
-"""Terminal task synthesis: seeds or web pages -> verified Harbor task directories (DESIGN §6).
+"""Terminal task synthesis: seeds or web pages -> verified Harbor task directories.
 
 Routes into one pipeline (synth/pipeline.py: resumable, parallel, counted):
 

@@ -1,4 +1,4 @@
-"""Agentic RL with asynchronous, decoupled rollout and training (GLM-5 §4, DESIGN §3).
+"""Agentic RL with asynchronous, decoupled rollout and training (GLM-5 §4).
 
 Rollout workers (threads, or Ray actors) generate continuously through the orchestrator; the
 trainer below takes a batch whenever one is ready:
@@ -26,7 +26,7 @@ trainer below takes a batch whenever one is ready:
               step 0, every `probe.every` steps and at the end, logged to probe.jsonl with
               each item's score; `probe.keep` picks the weights the stage ends on (see
               kept_probe). RL on a tiny model moves held-out suites up in one run and down in
-              the next (session 13: one config's reruns differed by 0.22 on TIR), so a stage
+              the next (two runs of one config can differ by 0.2 on TIR), so a stage
               that may only be kept when it helped measures that on items it neither trains
               nor reports on
 
@@ -80,7 +80,7 @@ class AgenticSourceCfg(SourceCfg):
     """A task source of agentic RL: SourceCfg plus the sampling temperature of its episodes."""
 
     # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
-    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5; session 36) while others
+    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5) while others
     # learn best at T 1.0, so a pool may sample at its own temperature. A source whose
     # temperature differs from its kind's pool gets a pool of its own (pool_settings).
     temperature: float | None = Field(None, gt=0)
@@ -249,10 +249,10 @@ def kept_probe(rows: list[dict], keep: str) -> dict | None:
     which favours whichever step the noise lifted. "last_unless_worse" takes the last probed
     step unless its paired change from the best one (item by item, the same dev tasks) lies
     below zero beyond its 95% interval: a guard against a run that fell, not a search for the
-    luckiest step. Session 36's `h19` shows the difference: dev TIR 0.71, 0.74, 0.74, 0.70 at
-    steps 0-90; "best" kept step 30 (held out +0.043, within its interval) where step 90's
-    weights scored +0.087, beyond it. `h17` (dev 0.71, 0.73, 0.71, 0.55) is the case the
-    guard is for: its step 90 lost 0.037 held out."""
+    luckiest step. In a 90-step run with dev TIR 0.71, 0.74, 0.74, 0.70 at steps 0-90, "best"
+    kept step 30 (held out +0.043, within its interval) where step 90's weights scored +0.087,
+    beyond it; a run with dev TIR 0.71, 0.73, 0.71, 0.55 is the case the guard is for: its
+    step 90 lost 0.037 held out (docs/experiments.md, "Probe and step selection")."""
     if not rows:
         return None
     best, last = best_probe(rows), max(rows, key=lambda r: r["step"])
@@ -320,11 +320,11 @@ class WeightEMA:
 
     The episodes must come from the policy being trained, so the engines keep the online
     weights w_t; what the stage evaluates and ends on is the average. On the tiny demo model
-    one step moved greedy dev TIR by up to 0.2 (session 32, run h8: 0.68, 0.45, 0.67, 0.72,
-    0.52 at steps 0-24) where the sampled reward rose slowly; averaging the iterates keeps the
-    direction they share and damps the step-to-step noise (tail averaging of SGD, as in
-    SWA / EMA-of-weights). Measured once (session 33, run h10, d 0.9): a smoother dev curve,
-    no held-out gain over the last iterate; hence off by default."""
+    one step moves greedy dev TIR by up to 0.2 (0.68, 0.45, 0.67, 0.72, 0.52 at steps 0-24 in
+    one run) where the sampled reward rises slowly; averaging the iterates keeps the direction
+    they share and damps the step-to-step noise (tail averaging of SGD, as in SWA /
+    EMA-of-weights). Measured once at d 0.9: a smoother dev curve, no held-out gain over the
+    last iterate; hence off by default (docs/experiments.md, "Weight EMA")."""
 
     def __init__(self, model: torch.nn.Module, decay: float,
                  saved: dict[str, torch.Tensor] | None = None) -> None:  # fmt: skip

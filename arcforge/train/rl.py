@@ -1,4 +1,4 @@
-"""Synchronous reasoning RL: GRPO advantages, IcePop on the train/inference mismatch (DESIGN §3).
+"""Synchronous reasoning RL: GRPO advantages, IcePop on the train/inference mismatch.
 
 One step of `train_rl`:
     rollout   prompts_per_step prompts × group_size samples from the inference engine, with
