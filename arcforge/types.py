@@ -1,4 +1,4 @@
-"""The few data contracts every module speaks (DESIGN §1).
+"""The few data contracts every module speaks (docs/design.md, "Data contracts").
 
 Message, ToolCall, Tool, Task (+ Validation), Segment, Trajectory and Reward. They are plain
 dataclasses with explicit JSON round-trips (`to_dict` / `from_dict`) so that they can cross a

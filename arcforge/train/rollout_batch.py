@@ -1,6 +1,6 @@
 """Rollouts as `Trajectory` records, and trajectories as padded training tensors.
 
-The RL and distillation loops speak `arcforge.types.Trajectory` (DESIGN §1, TITO): a prompt
+The RL and distillation loops speak `arcforge.types.Trajectory` (token-in-token-out, docs/design.md): a prompt
 segment (template, untrained) followed by the model segment exactly as the engine sampled it,
 with the engine's logprobs and the policy version. `pad_trajectories` turns a list of them into
 one right-padded `TokenBatch` for teacher-forced forwards: position t predicts token t+1, so the
