@@ -26,19 +26,27 @@ writable /etc, /usr/local and /root, packages the Dockerfile pip-installed in th
 /tests and /logs where the scripts expect them. `pip install`s of the verifier (outside the
 pytest bootstrap) are hoisted into the layer build, since no sandbox has a network at solve
 time. Needs that cannot be built here (services, GPUs, QEMU, apt packages the host lacks, a
-failing RUN) mark the task unsupported, naming the reason.
+failing RUN) mark the task unsupported, naming the reason. Where the host can build real
+roots (rootfs_build.py: a Debian rootfs per image, RUN replayed as root, episodes on a
+copy-on-write view), a task whose layer does not build gets one instead (context
+["rootfs_image"]); $ARCFORGE_TASK_ROOT picks "layer" or "rootfs" only (see `root_mode`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from arcforge.envs.rootfs import rootfs_blockers
+from arcforge.envs.rootfs_build import build_image
 from arcforge.envs.sandbox_root import (
     DROP_SEGMENT,
     STOCK_IMAGES,
@@ -57,6 +65,8 @@ DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
 # what every task sandbox already has (pytest from the bound host site-packages; the ctrf
 # report plugin's flag is stripped): a verifier's install of these is dropped, not hoisted
 PROVIDED = {"pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging"}
+ROOT_MODES = ("auto", "layer", "rootfs")
+TB1_HELPERS = {"setup-uv-pytest.sh", "run-uv-pytest.sh"}  # sourced by run-tests.sh from tests/
 
 
 def _pkg_name(spec: str) -> str:
@@ -90,7 +100,7 @@ def _install(seg: str, imp: Import) -> bool:
         if missing := apt_missing(pkgs):
             imp.unsupported.append(f"apt package(s) not on this host: {', '.join(missing)}")
         return True
-    pip = re.match(r"^(?:python3?\s+-m\s+)?(?:uv\s+)?pip3?\s+install\s+(.*)$", seg)
+    pip = re.match(r"^(?:uv\s+add|(?:python3?\s+-m\s+)?(?:uv\s+)?pip3?\s+install)\s+(.*)$", seg)
     if pip:
         pkgs = [w for w in pip.group(1).split() if not w.startswith("-")]
         if imp.container and imp.solve_time:  # built into the layer's venv instead
@@ -185,22 +195,63 @@ def adapt_test_script(text: str, imp: Import) -> str:
 
 
 def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
+    """The test files; Terminal-Bench 1's helper scripts adapted as run-tests.sh is (their
+    `uv add`s are installed at build time, their pytest is the sandbox's)."""
     if not tests.is_dir():
         return {}
     fix = (lambda t: t) if imp.container else rewrite_paths
-    return {f.relative_to(tests).as_posix(): fix(f.read_text())
-            for f in sorted(tests.rglob("*")) if f.is_file() and f.name not in skip}  # fmt: skip
+    files = {f.relative_to(tests).as_posix(): f for f in sorted(tests.rglob("*"))
+             if f.is_file() and f.name not in skip}  # fmt: skip
+    return {rel: adapt_test_script(f.read_text(), imp) if f.name in TB1_HELPERS
+            else fix(f.read_text()) for rel, f in files.items()}  # fmt: skip
 
 
-def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, str]:
-    """Container mode: build (or find cached) the task's root layer; context entries for it."""
+def solution_yaml(path: Path) -> str:
+    """Terminal-Bench 1's keystroke oracle (a list of {command, ...} sent to a shell) as one
+    script. Simplification: each command is one shell line; interactive keystrokes are not
+    replayed."""
+    steps = yaml.safe_load(path.read_text()) or []
+    if not isinstance(steps, list):
+        raise ValueError(f"{path}: expected a list of {{command: ...}} steps")
+    return "\n".join(str(s["command"]) if isinstance(s, dict) else str(s) for s in steps) + "\n"
+
+
+def root_mode() -> str:
+    """How container-mode tasks get their root: $ARCFORGE_TASK_ROOT, one of ROOT_MODES."""
+    mode = os.environ.get("ARCFORGE_TASK_ROOT", "auto")
+    if mode not in ROOT_MODES:
+        raise ValueError(f"ARCFORGE_TASK_ROOT={mode!r}: expected one of {', '.join(ROOT_MODES)}")
+    return mode
+
+
+def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, Any]:
+    """Container mode: build (or find cached) the task's root; context entries for it.
+
+    Mode "layer": a system layer over the host's /usr (sandbox_root.py); "rootfs": a real
+    Debian root (rootfs_build.py); "auto": the layer when it builds, else the real root
+    (apt packages the host lacks, writes outside the layer's directories, ...)."""
     compose_text = compose.read_text() if compose and compose.is_file() else ""
-    build = build_layer(dockerfile, extra_pip=imp.hoist_pip, compose=compose_text)
-    if build.layer is None:
-        imp.unsupported += build.unsupported
+    mode = root_mode()
+    base = {"dockerfile": str(dockerfile or ""), "extra_pip": list(imp.hoist_pip)}
+    layer_reasons: list[str] = []
+    if mode != "rootfs":
+        build = build_layer(dockerfile, extra_pip=imp.hoist_pip, compose=compose_text)
+        if build.layer is not None:
+            return {"root_layer": str(build.layer.path), **base}
+        layer_reasons = build.unsupported
+        if mode == "layer" or rootfs_blockers():
+            imp.unsupported += layer_reasons + [f"a real root would need: {b}"
+                                                for b in rootfs_blockers()]  # fmt: skip
+            return {}
+    image = build_image(dockerfile, compose=compose_text, extra_pip=imp.hoist_pip)
+    if image.image is None:  # auto: why the layer failed, then what the real root adds
+        imp.unsupported += layer_reasons + [
+            r if mode == "rootfs" else f"as a real root: {r}"
+            for r in image.unsupported
+            if r not in layer_reasons
+        ]
         return {}
-    return {"root_layer": str(build.layer.path), "dockerfile": str(dockerfile or ""),
-            "extra_pip": list(imp.hoist_pip)}  # fmt: skip
+    return {"rootfs_image": str(image.image.lowers[0].parent), **base}
 
 
 def _task(root: Path, fmt: str, instruction: str, imp: Import, verify: str, solution: str,
@@ -233,12 +284,14 @@ def import_terminal_bench(root: str | Path, container: bool | None = None) -> Ta
     if dockerfile is not None and not imp.container:
         replay_dockerfile(dockerfile, imp)
     verify = adapt_test_script((root / "run-tests.sh").read_text(), imp)
+    tests = _read_tests(root / "tests", set(), imp)  # before the build: helpers hoist installs
     extra = _build_root(dockerfile, root / "docker-compose.yaml", imp) if imp.container else {}
     sol = (root / "solution.sh").read_text() if (root / "solution.sh").is_file() else ""
+    if not sol and (root / "solution.yaml").is_file():
+        sol = solution_yaml(root / "solution.yaml")
     meta = {"difficulty": spec.get("difficulty"), "category": spec.get("category"),
             "tags": spec.get("tags") or [], "verify_timeout": spec.get("max_test_timeout_sec")}  # fmt: skip
-    return _task(root, "terminal-bench", instruction, imp, verify, sol,
-                 _read_tests(root / "tests", set(), imp), meta, extra)  # fmt: skip
+    return _task(root, "terminal-bench", instruction, imp, verify, sol, tests, meta, extra)
 
 
 def import_harbor(root: str | Path, container: bool | None = None) -> Task:
@@ -256,16 +309,34 @@ def import_harbor(root: str | Path, container: bool | None = None) -> Task:
         init = (env_dir / "init.sh").read_text()
         imp.init.append(init if imp.container else rewrite_paths(init))
     verify = adapt_test_script((root / "tests" / "test.sh").read_text(), imp)
+    tests = _read_tests(root / "tests", {"test.sh"}, imp)  # before the build (see above)
     compose = env_dir / "docker-compose.yaml"
     extra = _build_root(dockerfile, compose, imp) if imp.container else {}
-    sol_path = root / "solution" / "solve.sh"
     md = spec.get("metadata", {})
     meta = {"difficulty": md.get("difficulty"), "category": md.get("category"),
             "tags": md.get("tags") or [], "reward_file": "/grading/logs/verifier/reward.txt",
             "verify_timeout": spec.get("verifier", {}).get("timeout_sec")}  # fmt: skip
     return _task(root, "harbor", (root / "instruction.md").read_text(), imp, verify,
-                 sol_path.read_text() if sol_path.is_file() else "",
-                 _read_tests(root / "tests", {"test.sh"}, imp), meta, extra)  # fmt: skip
+                 harbor_oracle(root / "solution", imp.container), tests, meta,
+                 extra)  # fmt: skip
+
+
+def harbor_oracle(sol_dir: Path, container: bool) -> str:
+    """The oracle script of a Harbor task: solve.sh, or, when solution/ holds more files (that
+    solve.sh reads from /solution, as Harbor mounts it), a script that first writes them there.
+    The agent never sees them: they exist only in the oracle's run."""
+    solve = sol_dir / "solve.sh"
+    if not solve.is_file():
+        return ""
+    files = sorted(f for f in sol_dir.rglob("*") if f.is_file())
+    if not container or files == [solve]:
+        return solve.read_text()
+    lines = ["set -e", "mkdir -p /solution"]
+    for f in files:
+        rel = shlex.quote(f"/solution/{f.relative_to(sol_dir).as_posix()}")
+        data = base64.b64encode(f.read_bytes()).decode()
+        lines += [f"mkdir -p $(dirname {rel})", f"echo {data} | base64 -d > {rel}"]
+    return "\n".join([*lines, "set +e", "bash /solution/solve.sh"]) + "\n"
 
 
 def import_task_dir(root: str | Path, container: bool | None = None) -> Task:

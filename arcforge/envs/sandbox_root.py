@@ -1,5 +1,5 @@
 """Container-like task roots without Docker: uid 0, a throwaway writable system layer, and a
-task's Dockerfile replayed into a cached per-task layer (DESIGN §5; issue 4 point 5).
+task's Dockerfile replayed into a cached per-task layer (docs/sandbox.md).
 
 Terminal-Bench and Harbor tasks are written for a container: they run as root in /app, and
 their Dockerfile installs packages and writes to /etc, /usr/local or /root. The bwrap backend
@@ -20,8 +20,9 @@ gives that view when opened with `root=RootLayer(...)` (see sandbox_bwrap.py):
 `build_layer(dockerfile)` replays a Dockerfile into such a layer. FROM must be a stock
 Debian/Python image (the host's /usr stands in for it); WORKDIR, ENV and ARG are recorded and
 expanded; COPY/ADD copy build-context files (no remote URLs, no `--from` stages); RUN lines run
-as root in a build sandbox that keeps the host's network (the only sandboxes that ever have
-one: from this machine only the package registries answer), so `pip install` really installs,
+as root in a build sandbox with a network (the only sandboxes that ever have one): a private
+namespace with outbound access and no route to the host's loopback or private ranges
+(rootfs.BuildNetwork) where the host can make one, else the host's; so `pip install` installs,
 into a layer-local venv at /usr/local/venv that is first on PATH (so `python3`, `pip` behave
 as in a python image; the venv sees the system site-packages). apt cannot write the read-only
 /usr: `apt-get install` of packages the host has is dropped as satisfied, any other makes the
@@ -47,7 +48,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from arcforge.envs.rootfs import BuildNetwork
 from arcforge.envs.sandbox_files import copy_tree
 from arcforge.envs.sandbox_types import APP, LAYER_DIRS, VENV, Limits, RootLayer
 
@@ -335,6 +338,27 @@ def _writable(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in (APP, *("/" + d for d in LAYER_DIRS)))
 
 
+def _private_network(sb: Any) -> BuildNetwork | None:
+    """Make `sb`'s execs (network=True: bwrap --share-net) run in a private BuildNetwork
+    rather than the host's: bwrap starts through nsenter, and the slirp DNS replaces the host's
+    resolv.conf. None (the host's network stays) where this host cannot make one."""
+    if os.geteuid() != 0 or not all(shutil.which(x) for x in ("slirp4netns", "nsenter")):
+        return None
+    where = Path(tempfile.mkdtemp(prefix="arcforge-buildnet-"))
+    where.chmod(0o755)  # the sandbox uid runs the wrapper
+    net = BuildNetwork(where)
+    wrapper = where / "bwrap"
+    wrapper.write_text(
+        '#!/bin/bash\na=("$@")\nfor i in "${!a[@]}"; do\n'
+        '  [ "${a[$i]}" = /etc/resolv.conf ] && [ "${a[$((i+1))]:-}" = /etc/resolv.conf ] '
+        f"&& a[$i]={net.resolv}\ndone\n"
+        f'exec {shlex.join(net.prefix)} {sb.exe} "${{a[@]}}"\n'
+    )
+    wrapper.chmod(0o755)
+    sb.exe = str(wrapper)
+    return net
+
+
 def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
                 force: bool = False, extra_pip: list[str] | tuple[str, ...] = (),
                 compose: str = "") -> LayerBuild:  # fmt: skip
@@ -369,7 +393,9 @@ def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
         init_layer(tmp)
         pass_env = {k: os.environ[k] for k in PIP_PASS if k in os.environ}
         sb = BwrapSandbox(None, BUILD_LIMITS, env=pass_env, root=RootLayer(tmp), network=True)
+        net = None
         try:
+            net = _private_network(sb)
             b = _Builder(sb, df.parent if df is not None else tmp, log)
             ok = b.exec(f"python3 -m venv --without-pip --system-site-packages {VENV} && "
                         f"printf '%s' {shlex.quote(PIP_WRAPPER)} > {VENV}/bin/pip && "
@@ -401,6 +427,9 @@ def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
             copy_tree(sb.store.workspace, tmp / "app")
         finally:
             sb.close()
+            if net is not None:
+                net.close()
+                shutil.rmtree(net.resolv.parent, ignore_errors=True)
         RootLayer(tmp, b.workdir, b.env).save()
         if force and final.exists():
             shutil.rmtree(final)

@@ -1,4 +1,4 @@
-"""TerminalEnv: a shell task in a bwrap sandbox, graded by a hidden verify script (DESIGN §5).
+"""TerminalEnv: a shell task in a bwrap sandbox, graded by a hidden verify script.
 
 An episode: `reset(task)` opens a sandbox, writes the task's files and runs its init script in
 /workspace; the agent works with `bash`, `view_file` and `edit_file`; an assistant message
@@ -14,9 +14,10 @@ tests dir: text}, metadata["reward_file"], metadata["unsupported"] (reasons; res
 Imported Terminal-Bench / Harbor tasks come in one of two modes (see importers.py): with
 context["root_layer"] (container mode, the default for a task with a Dockerfile) the sandbox is
 a container-like root over that cached layer (uid 0, cwd the WORKDIR, /app, /tests, /logs as
-the scripts expect; sandbox_root.py), rebuilt from context["dockerfile"] if the cache was
-cleared; otherwise /app, /tests and /logs arrive rewritten to /workspace, /grading/tests and
-/grading/logs.
+the scripts expect; sandbox_root.py), or with context["rootfs_image"] a real root seen
+through a copy-on-write view (sandbox_rootfs.py), either rebuilt from context["dockerfile"]
+if the cache was cleared; otherwise /app, /tests and /logs arrive rewritten to /workspace,
+/grading/tests and /grading/logs.
 
 This module also holds the file and shell tools SWEEnv reuses (`sandbox_tools`).
 Simplification: the verify script runs code in the agent's workspace (as Terminal-Bench does);
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.rootfs_build import build_image, load_image
 from arcforge.envs.sandbox import (
     ExecResult,
     Limits,
@@ -40,6 +42,7 @@ from arcforge.envs.sandbox import (
     host_site_packages,
     open_sandbox,
 )
+from arcforge.envs.sandbox_rootfs import RootfsImage, RootfsSandbox
 from arcforge.envs.sandbox_types import RootLayer
 from arcforge.types import Message, Reward, Task, Tool
 
@@ -66,18 +69,23 @@ def format_exec(res: ExecResult) -> str:
 
 
 def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None = None,
-                      workspace: Any = None, root: RootLayer | None = None) -> Sandbox:  # fmt: skip
+                      workspace: Any = None, root: RootLayer | None = None,
+                      image: RootfsImage | None = None) -> Sandbox:  # fmt: skip
     """A sandbox with the host's pure-Python packages (pytest) on PYTHONPATH.
 
     Plugin autoloading is off: the bound site-packages is our own environment, whose pytest
     plugins are incidental to the task (and loading them doubles pytest's start-up time).
-    `root`: a container-like root layer (bwrap only)."""
+    `root`: a container-like root layer (bwrap only); `image`: a real-root task image
+    (sandbox_rootfs.py; bwrap only)."""
+    binds = {host_site_packages(): PYSITE}
+    env = {"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
+    if image is not None:
+        if backend != "bwrap":
+            raise SandboxError(f"real-root task images run on the bwrap backend, not {backend}")
+        return RootfsSandbox(image, limits, workspace, extra_ro_binds=binds, env=env)
     kw: dict[str, Any] = {"root": root} if root is not None else {}
-    return open_sandbox(
-        backend, workspace=workspace, limits=limits,
-        extra_ro_binds={host_site_packages(): PYSITE},
-        env={"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}, **kw,
-    )  # fmt: skip
+    return open_sandbox(backend, workspace=workspace, limits=limits, extra_ro_binds=binds,
+                        env=env, **kw)  # fmt: skip
 
 
 def task_root(task: Task) -> RootLayer | None:
@@ -95,6 +103,22 @@ def task_root(task: Task) -> RootLayer | None:
     if build.layer is None:
         raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
     return build.layer
+
+
+def task_image(task: Task) -> RootfsImage | None:
+    """The real-root image of a task imported as one (rebuilt
+    when the cache was cleared); None for other tasks. Raises ValueError when it cannot be
+    built."""
+    path = task.context.get("rootfs_image")
+    if not path:
+        return None
+    if (Path(path) / "image.json").is_file():
+        return load_image(path)
+    build = build_image(task.context.get("dockerfile") or None,
+                        extra_pip=task.context.get("extra_pip") or [])  # fmt: skip
+    if build.image is None:
+        raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
+    return build.image
 
 
 def python_tool(sb: Sandbox, timeout: float, name: str, summary: str) -> Tool:
@@ -202,7 +226,7 @@ class TerminalEnv:
         self.close()
         self.task, self.state = task, EpisodeState()
         self.sb = open_task_sandbox(self.backend, self.limits, task.context.get("env"),
-                                    root=task_root(task))  # fmt: skip
+                                    root=task_root(task), image=task_image(task))  # fmt: skip
         for path, text in (task.context.get("files") or {}).items():
             self.sb.write_file(path, text)
         init = task.context.get("init_script") or ""
@@ -243,7 +267,8 @@ class TerminalEnv:
             sb.write_file(f"{TESTS_DIR}/{rel}", text)
         sb.write_file("/grading/verify.sh", v.verify_script, mode=0o755)
         timeout = float(self.task.metadata.get("verify_timeout") or self.verify_timeout)
-        tests_dir = "/tests" if self.task.context.get("root_layer") else TESTS_DIR
+        rooted = self.task.context.get("root_layer") or self.task.context.get("rootfs_image")
+        tests_dir = "/tests" if rooted else TESTS_DIR
         env = {"TEST_DIR": tests_dir, **(self.task.context.get("env") or {})}
         res = sb.exec("bash /grading/verify.sh", timeout=timeout, env=env, grading=True)
         details: dict[str, Any] = {"exit_code": res.exit_code, "timed_out": res.timed_out,

@@ -1,0 +1,285 @@
+"""A bubblewrap sandbox whose / is a task image's real root, seen through a copy-on-write view.
+
+`RootfsSandbox` mounts a `CowView` (rootfs.py) of the image's layers under a private upper dir
+and binds it as the sandbox's /: uid 0 inside (the unprivileged host uid outside, no
+capabilities, no nested user namespaces), a fresh /proc and /dev, /tmp as the image left it,
+every system directory writable (apt-get, /usr/share, /data, /server as in a container), all
+writes landing in the upper dir. /app is bound at /workspace too (arcforge's tools and probes
+look there); the grading dir at /grading and its tests/ and logs/ at /tests and /logs:
+read-only to the agent, writable in grading execs. No network, unless the sandbox belongs to
+an image build (`network=BuildNetwork`): then it runs inside that build's namespace.
+
+Host-side file methods map sandbox paths into the view: relative paths and /workspace to
+/app, /grading to the grading dir, any other absolute path into the root. Paths resolve with
+the root as `/` (an absolute symlink inside points into the root, never at the host), and
+anything that still leaves the root is refused. Snapshots copy the upper dir (the episode's
+changes, not the image); restore remounts over a copy of one. Closing unmounts the view and
+deletes the upper dir: the image is never written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arcforge.envs.rootfs import SANDBOX_UID, BuildNetwork, CowView, chown_tree
+from arcforge.envs.sandbox_exec import run_capped, wrap_command
+from arcforge.envs.sandbox_files import StoreBackedSandbox, copy_tree
+from arcforge.envs.sandbox_types import (
+    APP,
+    CONTAINER_MOUNTS,
+    GRADING,
+    WORKSPACE,
+    ExecResult,
+    Limits,
+    SandboxError,
+    SnapshotId,
+)
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class RootfsImage:
+    """A built task image: its layers (topmost first), WORKDIR and ENV."""
+
+    lowers: tuple[Path, ...]
+    workdir: str = APP
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_in(root: Path, path: str) -> Path:
+    """The host path of `path` inside `root`, following symlinks as the sandbox would (an
+    absolute target is relative to `root`). The last component is not followed.
+    Raises SandboxError when a `..` or a link leads out of `root`."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    cur: list[str] = []
+    hops = 0
+    while parts:
+        name = parts.pop(0)
+        if name == "..":
+            if not cur:
+                raise SandboxError(f"{path} resolves outside the sandbox")
+            cur.pop()
+            continue
+        host = root.joinpath(*cur, name)
+        if parts and host.is_symlink():
+            hops += 1
+            if hops > 40:
+                raise SandboxError(f"{path}: too many levels of symbolic links")
+            target = os.readlink(host)
+            parts = [p for p in target.split("/") if p and p != "."] + parts
+            if target.startswith("/"):
+                cur = []
+            continue
+        cur.append(name)
+    return root.joinpath(*cur)
+
+
+class RootfsStore:
+    """The host side of one RootfsSandbox: the view, the grading dir and snapshots."""
+
+    def __init__(self, image: RootfsImage, parent: Path | None = None):
+        self.root = Path(tempfile.mkdtemp(prefix="arcforge-rfs-", dir=parent))
+        self.root.chmod(0o711)  # the sandbox uid must traverse it; listing stays private
+        self.grading, self.snapshots = self.root / "grading", self.root / "snapshots"
+        self.grading.mkdir(mode=0o755)
+        self.snapshots.mkdir(mode=0o700)
+        os.chown(self.grading, SANDBOX_UID, SANDBOX_UID)
+        try:
+            self.view = CowView(list(image.lowers), self.root / "view", volatile=parent is None)
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        self._ids: list[SnapshotId] = []
+
+    @property
+    def merged(self) -> Path:
+        return self.view.merged
+
+    def grading_subdirs(self) -> None:
+        for name, _ in CONTAINER_MOUNTS:
+            d = self.grading / name
+            if not d.is_dir():
+                d.mkdir(parents=True)
+                os.chown(d, SANDBOX_UID, SANDBOX_UID)
+
+    def host_path(self, sandbox_path: str) -> Path:
+        """Map a sandbox path to the host (see the module header)."""
+        p = sandbox_path if sandbox_path.startswith("/") else f"{APP}/{sandbox_path}"
+        if p == WORKSPACE or p.startswith(WORKSPACE + "/"):
+            p = APP + p[len(WORKSPACE) :]
+        if p == GRADING or p.startswith(GRADING + "/"):
+            base, rel = self.grading, p[len(GRADING) :]
+        else:
+            base, rel = self.merged, p
+        host = resolve_in(base, rel) if base is self.merged else base / rel.lstrip("/")
+        real, rbase = Path(os.path.realpath(host.parent)) / host.name, Path(os.path.realpath(base))
+        if rbase != real and rbase not in real.parents:
+            raise SandboxError(f"{sandbox_path} resolves outside the sandbox")
+        return host
+
+    def fix_owner(self, path: Path) -> None:
+        if os.geteuid() != 0 or not os.path.lexists(path):
+            return
+        if path.is_dir() and not path.is_symlink():
+            chown_tree(path, SANDBOX_UID)
+        else:
+            os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+
+    def snapshot(self) -> SnapshotId:
+        sid = SnapshotId(f"snap-{len(self._ids)}")
+        _cp_a(self.view.upper, self.snapshots / sid)
+        self._ids.append(sid)
+        return sid
+
+    def restore(self, sid: SnapshotId | None) -> None:
+        if sid is None and self._ids:
+            sid = self._ids[-1]
+        if sid not in self._ids:
+            raise SandboxError(f"unknown snapshot {sid!r}")
+        self.view.unmount()
+        shutil.rmtree(self.view.upper)
+        _cp_a(self.snapshots / sid, self.view.upper)
+        self.view.mount()
+
+
+def _cp_a(src: Path, dst: Path) -> None:
+    """Copy an overlay upper dir exactly: whiteouts (device nodes) and xattrs included."""
+    subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dst)], check=True)
+
+
+class RootfsSandbox(StoreBackedSandbox):
+    """A `Sandbox` over a task image's real root (see the module header).
+
+    Args:
+        image: the built image.
+        limits: per-exec limits.
+        workspace: host directory copied into /app on open.
+        extra_ro_binds: {host path: sandbox path} bound read-only.
+        env: environment for every exec (on top of PATH, HOME=/root and the image's ENV).
+        network: the build network to run in (image builds only).
+        parent: host directory for the view (builds keep their upper dir; default a temp dir).
+    """
+
+    backend = "bwrap-rootfs"
+    workdir = APP
+
+    def __init__(self, image: RootfsImage, limits: Limits, workspace: str | Path | None = None,
+                 extra_ro_binds: dict[str | Path, str] | None = None,
+                 env: dict[str, str] | None = None, network: BuildNetwork | None = None,
+                 parent: Path | None = None):  # fmt: skip
+        self.exe = shutil.which("bwrap")
+        if self.exe is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        self.image, self.limits, self.network = image, limits, network
+        self.env = dict(env or {})
+        self.extra_ro_binds = {str(Path(k).resolve()): v for k, v in (extra_ro_binds or {}).items()}
+        self.uid = SANDBOX_UID if os.geteuid() == 0 else None
+        self.store: Any = RootfsStore(image, parent)
+        try:
+            if workspace is not None:
+                self.copy_in(workspace, APP)
+            self.store.snapshot()  # "snap-0": the target of a bare restore()
+        except BaseException:
+            self.close()  # never leave a mount behind
+            raise
+
+    def argv(self, cmd: str, env: dict[str, str], cwd: str, grading: bool) -> list[str]:
+        """The full command line of one exec (public so it can be inspected/logged)."""
+        s = self.store
+        s.grading_subdirs()
+        gbind = "--bind" if grading else "--ro-bind"
+        args = [*(self.network.prefix if self.network else []), self.exe,
+                "--unshare-all", "--unshare-user", *(["--share-net"] if self.network else []),
+                "--disable-userns", "--uid", "0", "--gid", "0", "--hostname", "sandbox",
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--bind", str(s.merged), "/", "--proc", "/proc", "--dev", "/dev",
+                "--size", str(64 << 20), "--tmpfs", "/dev/shm",
+                "--bind", str(s.merged / APP.lstrip("/")), WORKSPACE,
+                gbind, str(s.grading), GRADING]  # fmt: skip
+        args += [a for name, inside in CONTAINER_MOUNTS
+                 for a in (gbind, str(s.grading / name), inside)]  # fmt: skip
+        if self.network:
+            args += ["--ro-bind", str(self.network.resolv), "/etc/resolv.conf"]
+        for host, inside in self.extra_ro_binds.items():
+            args += ["--ro-bind", host, inside]
+        base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root",
+                "DEBIAN_FRONTEND": "noninteractive", **self.image.env}  # fmt: skip
+        args += ["--chdir", cwd, "--clearenv"]
+        for k, v in {**base, **self.env, **env}.items():
+            args += ["--setenv", k, v]
+        return [*args, "--", *wrap_command(cmd, self.limits, "/bin/bash")]
+
+    def exec(self, cmd: str, timeout: float | None = None, stdin: str | None = None,
+             env: dict[str, str] | None = None, cwd: str | None = None,
+             grading: bool = False) -> ExecResult:  # fmt: skip
+        """Run `cmd` with bash in the image's root (arguments as `BwrapSandbox.exec`; the
+        default cwd is the image's WORKDIR, or /app when the agent removed it)."""
+        if self.closed:
+            raise SandboxError("sandbox is closed")
+        if cwd is None:
+            cwd = self.image.workdir
+            try:
+                if not self.store.host_path(cwd).is_dir():
+                    cwd = APP
+            except SandboxError:
+                cwd = APP
+        argv = self.argv(cmd, env or {}, cwd, grading)
+        res = run_capped(
+            argv, timeout=self.limits.wall_time if timeout is None else timeout,
+            output_bytes=self.limits.output_bytes, stdin=stdin, env={"PATH": PATH},
+            cwd=str(self.store.root), user=self.uid,
+        )  # fmt: skip
+        if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
+            raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
+        if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
+            raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
+        return res
+
+    # file methods: the store maps paths into the view (StoreBackedSandbox's take a workdir)
+    def write_file(self, path: str, content: str | bytes, mode: int | None = None) -> None:
+        """Write a file (relative paths: under /app), creating parent directories."""
+        host = self.store.host_path(path)
+        if host.is_symlink() or (host.exists() and not host.is_file()):
+            raise SandboxError(f"{path} exists and is not a regular file")
+        made = [p for p in reversed(host.parents) if not p.exists()]
+        host.parent.mkdir(parents=True, exist_ok=True)
+        host.write_bytes(content.encode() if isinstance(content, str) else content)
+        if mode is not None:
+            host.chmod(mode)
+        for p in [*made, host]:
+            if os.geteuid() == 0:
+                os.lchown(p, SANDBOX_UID, SANDBOX_UID)
+
+    def read_file(self, path: str) -> str:
+        """Read a regular file as text (undecodable bytes -> U+FFFD)."""
+        host = self.store.host_path(path)
+        if not host.exists() or not stat.S_ISREG(os.lstat(host).st_mode):
+            raise SandboxError(f"{path} is not a regular file")
+        return host.read_text(errors="replace")
+
+    def copy_in(self, host_path: str | Path, sandbox_path: str) -> None:
+        """Copy a host file or directory into the sandbox."""
+        dst = self.store.host_path(sandbox_path)
+        if dst.is_symlink():
+            raise SandboxError(f"{sandbox_path} is a symlink")
+        copy_tree(Path(host_path), dst)
+        self.store.fix_owner(dst)
+
+    def copy_out(self, sandbox_path: str, host_path: str | Path) -> None:
+        """Copy a sandbox file or directory to the host; symlinks stay links."""
+        copy_tree(self.store.host_path(sandbox_path), Path(host_path))
+
+    def close(self) -> None:
+        """Unmount the view and delete this sandbox's changes and snapshots."""
+        if not self.closed:
+            self.closed = True
+            self.store.view.close()
+            shutil.rmtree(self.store.root, ignore_errors=True)
