@@ -110,6 +110,16 @@ def _explore(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environ
     return ExploreEnv(repos, **kw)
 
 
+def _swarm(task: Task, world: Any, *, make: Callable[[Task], Environment] | None = None,
+           **kw: Any) -> Environment:  # fmt: skip
+    # The orchestrator's environment runs agent episodes, so it lives in the rollout layer
+    # (arcforge.rollout.swarm) and arrives bound to its frozen subagents as `make=`.
+    if make is None:
+        raise ValueError(f"task {task.id} (swarm) needs make=: a SwarmEnv factory bound to "
+                         "frozen subagents (arcforge.rollout.swarm.swarm_env_maker)")  # fmt: skip
+    return make(task)
+
+
 # The sandboxed kinds import lazily: math/search/tool users need no sandbox.
 FACTORIES: dict[str, EnvFactory] = {
     "math": _math,
@@ -123,6 +133,7 @@ FACTORIES: dict[str, EnvFactory] = {
     "slides": _slides,
     "chain": _chain,
     "explore": _explore,
+    "swarm": _swarm,
 }
 
 

@@ -101,7 +101,23 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
     return probe
 
 
-def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
+def _swarm_pool(ctx: RunContext, stage: AgenticRLStageCfg, kinds: list[str]):
+    """The frozen subagents of a stage with swarm tasks (None without any)."""
+    if "swarm" not in kinds:
+        return None
+    if stage.swarm is None or stage.backend != "local" or stage.services:
+        raise UserError(f"stage {stage.name!r}: swarm tasks need a `swarm:` block (the frozen "
+                        "subagents' checkpoint) and the in-process local backend")  # fmt: skip
+    from arcforge.model.checkpoint import load_model
+    from arcforge.rollout.engine import LocalEngine
+    from arcforge.stages.distill import teacher_dir
+
+    model = load_model(teacher_dir(ctx, stage.swarm.subagents))
+    engine = LocalEngine(model, pad_token_id=ctx.tokenizer.pad_token_id or 0, max_batch=64)
+    return stage.swarm.pool(engine, ctx.tokenizer, env_factory(ctx.world), stage.context_budget)
+
+
+def _services(stage: AgenticRLStageCfg, kinds: list[str], world, swarm=None) -> list:
     if stage.services:
         if stage.call_credit:
             raise UserError(f"stage {stage.name!r}: call_credit shapes the rewards of in-process "
@@ -110,7 +126,7 @@ def _services(stage: AgenticRLStageCfg, kinds: list[str], world) -> list:
             return [http_service(s.url, s.timeout) for s in stage.services]
         except EnvServiceError as err:
             raise UserError(f"stage {stage.name!r}: {err}") from None
-    factory = env_factory(world, tool={"call_credit": stage.call_credit})
+    factory = env_factory(world, tool={"call_credit": stage.call_credit}, swarm=swarm or {})
     if stage.backend == "ray":
         from arcforge.rollout.ray_backend import ray_env_service
 
@@ -148,12 +164,22 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers,
                                pool_cfgs=pool_cfgs)  # fmt: skip
     kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
-    for svc in _services(stage, kinds, world):
+    pool = _swarm_pool(ctx, stage, kinds)
+    if pool is not None:
+        from arcforge.rollout.swarm import swarm_env_maker
+
+        clock = lambda: orch.version * stage.sync_every  # noqa: E731  (trainer steps done)
+        swarm = {"make": swarm_env_maker(pool, stage.swarm.budget(), stage.swarm.reward(), clock)}
+    for svc in _services(stage, kinds, world, swarm if pool is not None else None):
         orch.register(svc)
     probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
-    rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
-                          desc=f"agentic rl {stage.name}", probe=probe,
-                          temperatures=temps if pool_cfgs else None)  # fmt: skip
+    try:
+        rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
+                              desc=f"agentic rl {stage.name}", probe=probe,
+                              temperatures=temps if pool_cfgs else None)  # fmt: skip
+    finally:
+        if pool is not None:
+            pool.close()
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

@@ -51,9 +51,11 @@ from safetensors.torch import load_file, save_file
 from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
 from arcforge.eval.stats import mean_ci
 from arcforge.progress import progress
+from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Batch, Orchestrator
+from arcforge.rollout.swarm import SwarmCfg
 from arcforge.train.loop import (
     MetricsLog,
     build_optimizer,
@@ -136,6 +138,8 @@ class AgenticRLStageCfg(StageCfg):
     micro_batch: int = Field(16, gt=0)
     engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
     probe: ProbeCfg | None = None
+    # tasks of kind "swarm": orchestrator episodes over subagents frozen at a named checkpoint
+    swarm: SwarmCfg | None = None
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
 
     def agent(self, temperature: float | None = None) -> AgentConfig:
@@ -214,6 +218,7 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int,
         stats[f"signal_{k}"] = signal[mine].mean().item()  # its groups with a gradient
         # its share of the trained tokens: with token_mean, the share of the loss it weighs
         stats[f"tokens_{k}"] = int(trained[mine].sum())
+    stats.update(swarm_stats([t.reward_details for t in trajs]))  # PARL terms, critical steps
     return tb, stats
 
 
