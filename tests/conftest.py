@@ -11,7 +11,7 @@ from arcforge.world import World, WorldConfig, build_world
 
 @pytest.fixture(scope="session")
 def world() -> World:
-    return build_world(WorldConfig(seed=7, scale=0.1))
+    return build_world(WorldConfig(seed=7, scale=0.1, n_repos=40, n_test_repos=20))
 
 
 @pytest.fixture(scope="session")

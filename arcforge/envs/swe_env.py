@@ -4,7 +4,8 @@ The workspace is the repository at its base commit with no future: a fresh `git 
 commit of the base tree (no later commits, no other refs, no reflog, no packed objects of the
 fix). World tasks build it from the `Repo` with the bug applied; imported SWE-bench instances
 from `git archive <base_commit>` of a local clone (context["repo_path"]). Tools: localize
-(spectrum-based fault localization over the visible tests, as AutoCodeRover's SBFL),
+(spectrum-based fault localization over the visible tests and a reproduction of the issue's
+call, as AutoCodeRover's SBFL and SWE-agent's reproduction scripts),
 view_function and replace_function (by symbol, as AutoCodeRover's search_method; `swe_tools`),
 view_file, search_code, edit_file (exact replace), run_tests (the visible tests), bash.
 
@@ -16,8 +17,11 @@ Grading (`verify`), designed so nothing the agent can write decides the verdict:
    version, or deleted when the agent added them; deleted ones come back; __pycache__/*.pyc are
    removed (a forged assertion-rewrite cache could replace a test). Base conftests and configs
    stay: they are the repository's own and real repos need their fixtures.
-2. the hidden/updated test files (world: the repo's tests; SWE-bench: the files after
-   test_patch) overwrite whatever is at their paths; this tree replaces the workspace.
+2. the hidden/updated test files (world: `validation.tests`, the buggy module's test file with
+   the bug's FAIL_TO_PASS tests added; SWE-bench: the files after test_patch) overwrite
+   whatever is at their paths; this tree replaces the workspace. They exist only on the host
+   until then: the workspace of a world task holds the visible tests minus those that fail
+   under the bug (as a SWE-bench base commit lacks the F2P tests), and no tool reads the task.
 3. pytest runs as a grading exec through the isolated runner of code_env (python -I: no cwd
    or PYTHONPATH shadowing of pytest, /workspace appended to sys.path) on the files holding the
    F2P/P2P tests, writing JUnit XML to /grading, which agent execs can only read.
@@ -28,6 +32,7 @@ itself runs inside the pytest process; see code_env's header.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -104,7 +109,8 @@ class Snapshot:
 
 
 def world_snapshot(task: Task, repos: dict[str, Repo], root: Path) -> Snapshot:
-    """Base tree of a world SWE task: the repo's files with the injected bug."""
+    """Base tree of a world SWE task: the repo's files with the injected bug, its test files
+    without the tests the bug fails; the hidden test files come from `validation.tests`."""
     name = task.context.get("repo")
     origin = task.context.get("renamed_from", name)
     if origin not in repos:
@@ -119,7 +125,13 @@ def world_snapshot(task: Task, repos: dict[str, Repo], root: Path) -> Snapshot:
     base = root / "base"
     repo.materialize(base)
     (base / bug["path"]).write_text(bug["mutated"])
-    return Snapshot(base, dict(repo.tests))
+    for rel, text in repo.workspace_tests(bug.get("removed_tests", [])).items():
+        (base / rel).write_text(text)
+    try:
+        hidden = json.loads(task.validation.tests or "{}")
+    except ValueError as err:
+        raise ValueError(f"task {task.id}: validation.tests is not a JSON test file map") from err
+    return Snapshot(base, hidden)
 
 
 def clone_snapshot(task: Task, root: Path) -> Snapshot:
@@ -252,7 +264,7 @@ class SWEEnv:
                                     env={"PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
         tools = sandbox_tools(self.sb, self.tool_timeout)
         tools["run_tests"] = Tool.from_function(self._run_tests, name="run_tests")
-        tools.update(function_tools(self.sb, self.tool_timeout, is_protected))
+        tools.update(function_tools(self.sb, self.tool_timeout, is_protected, task.instruction))
         self.tools = [tools[n] for n in offered_tools(task, self.tool_names)]
         return [Message("user", task.instruction)]
 

@@ -6,10 +6,14 @@ localization (SBFL) when the repository has a failing test; Agentless localizes 
 before it edits. These tools give SWEEnv that interface on top of the sandbox's files:
 
 - `localize()` runs the repository's tests under pytest with a profiler hook that records which
-  repository functions each test calls, ranks functions by the Ochiai score
-  ef / sqrt(F * (ef + ep)) (F failing tests, ef / ep the failing / passing tests that call the
-  function) and shows the top one. It needs a test that fails on the bug (world repos ship
-  one; a SWE-bench instance's F2P tests only arrive at grading, and then it says so).
+  repository functions each test calls, plus a reproduction of the issue (the call the issue
+  text names, checked against the value it says was expected, as SWE-agent's reproduction
+  scripts do), ranks functions by the Ochiai score ef / sqrt(F * (ef + ep)) (F failing runs,
+  ef / ep the failing / passing runs that call the function) and shows the top one. The tests
+  that grade are never among them: like a SWE-bench base commit, the repository lacks the
+  tests that fail on the bug, so the reproduction is usually the one failing run (an issue
+  without a `Calling `f(...)` (from `path`) ... but X was expected.` line has none, and then
+  localize says so when no test fails either).
 - `view_function(name)` shows a definition by name.
 - `replace_function(code, name="")` writes a new definition, or, when `code` does not define
   the function, a new body under its existing signature and docstring (as a HumanEval
@@ -22,9 +26,9 @@ from a `grep` in the sandbox, so a large repository is not parsed whole. Test fi
 directories (`swe_env.is_protected`) are neither searched nor ranked: the grader resets them.
 
 Why no names or paths in the world's flow: the demo's 4-layer model did not copy made-up paths
-from an issue into view_file / edit_file (SWE 0 of 4 after SFT in sessions 20-23), nor the
-issue's function name into view_function (the first call named it in 2 of 20 held-out tasks
-in session 25, every other call a name remembered from training). localize needs no argument,
+from an issue into view_file / edit_file (SWE 0 of 4 after SFT), nor the issue's function
+name into view_function (the first call named it in 2 of 20 held-out tasks, every other call
+a name remembered from training). localize needs no argument,
 and a body under the signature shown is what the model writes in the code suite.
 """
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 import shlex
 import textwrap
 from collections.abc import Callable
@@ -110,10 +115,11 @@ def definition_at(source: str, path: str, name: str, line: int) -> Definition:
     raise ValueError(f"{path}: no definition of {name!r} spans line {line}")
 
 
-# Runs in the sandbox (`python3 - ARGS`, this text on stdin): pytest with a plugin that records,
-# per test, the (file, qualified name) of every function called under the repository root.
+# Runs in the sandbox (`python3 - [REPRO]`, this text on stdin): pytest with a plugin that
+# records, per test, the (file, qualified name) of every function called under the repository
+# root; then the issue's reproduction (REPRO: JSON {module, call, expected}) under the same hook.
 _TRACE_RUNNER = r"""
-import json, os, sys
+import ast, importlib, json, os, sys
 import pytest
 ROOT = os.getcwd() + "/"
 class Trace:
@@ -136,10 +142,42 @@ class Trace:
         if report.when == "call" or report.outcome == "failed":
             self.outcome[report.nodeid] = report.outcome
 trace = Trace()
-code = pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[trace])
+code = pytest.main(["-q", "-p", "no:cacheprovider"], plugins=[trace])
+if len(sys.argv) > 1:
+    repro = json.loads(sys.argv[1])
+    sys.path.insert(0, ROOT)
+    trace.cur = set()
+    sys.setprofile(trace._profile)
+    try:
+        mod = importlib.import_module(repro["module"])
+        ok = eval(repro["call"], dict(vars(mod))) == ast.literal_eval(repro["expected"])
+    except Exception:
+        ok = False
+    finally:
+        sys.setprofile(None)
+    trace.calls[REPRO_ID] = sorted(trace.cur)
+    trace.outcome[REPRO_ID] = "passed" if ok else "failed"
 print("@@TRACE@@" + json.dumps({"exit": int(code), "tests": {
     n: [trace.outcome.get(n, "failed"), trace.calls.get(n, [])] for n in trace.outcome}}))
 """
+
+
+REPRO_ID = "issue reproduction"
+_TRACE_RUNNER = _TRACE_RUNNER.replace("REPRO_ID", repr(REPRO_ID))
+_ISSUE_CALL = re.compile(r"Calling `(?P<call>[^`]+)` \(from `(?P<path>[^`]+\.py)`\) "
+                         r"(?:returns|raises) .*, but (?P<expected>.+) was expected\.", re.S)  # fmt: skip
+
+
+def reproduction(issue: str) -> dict[str, str] | None:
+    """{module, call, expected} of the call an issue text reports ("Calling `f(1)` (from
+    `pkg/mod.py`) returns 2, but 3 was expected."), or None when it reports none."""
+    m = _ISSUE_CALL.search(issue)
+    if m is None:
+        return None
+    module = m["path"].removesuffix(".py").replace("/", ".")
+    if not all(part.isidentifier() for part in module.split(".")):
+        return None
+    return {"module": module, "call": m["call"], "expected": m["expected"].strip()}
 
 
 def ochiai(tests: dict[str, tuple[str, list[tuple[str, str]]]],
@@ -163,11 +201,15 @@ def ochiai(tests: dict[str, tuple[str, list[tuple[str, str]]]],
     return sorted(scored, key=lambda r: (-r[0], r[1], r[2]))
 
 
-def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> dict[str, Tool]:
+def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], issue: str = ""
+                   ) -> dict[str, Tool]:  # fmt: skip
     """localize, view_function and replace_function bound to one sandbox; `skip(rel_path)`
     leaves a file out of the search and the ranking (SWEEnv passes `is_protected`: tests and
-    runner files). The three share the function shown last, which replace_function edits when
-    it is not given a name."""
+    runner files); `issue`: the task's issue text, whose reported call localize reproduces. The
+    three share the function shown last, which replace_function edits when it is not given a
+    name."""
+    repro = reproduction(issue)
+    command = "python3 -" + (f" {shlex.quote(json.dumps(repro))}" if repro else "")
     shown: list[tuple[str, str]] = []  # [(path, name)] of the definition shown last
 
     def find(name: str, path: str) -> tuple[list[tuple[Definition, str]], str]:
@@ -203,9 +245,9 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
         return "\n\n".join(blocks) + more
 
     def localize() -> str:
-        """Run the tests and show the function the failing tests point to (spectrum-based
-        fault localization), which replace_function then edits."""
-        res = sb.exec("python3 -", timeout=timeout, stdin=_TRACE_RUNNER)
+        """Run the tests and the issue's call, and show the function the failing ones point to
+        (spectrum-based fault localization), which replace_function then edits."""
+        res = sb.exec(command, timeout=timeout, stdin=_TRACE_RUNNER)
         out = res.stdout.rsplit("@@TRACE@@", 1)
         if len(out) < 2:
             return "error: the tests did not run:\n" + (res.stdout + res.stderr)[-1500:]
@@ -216,6 +258,8 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool]) -> 
             return f"error: unreadable test trace ({err})"
         failing = sum(o == "failed" for o, _ in tests.values())
         head = f"{failing} failing, {len(tests) - failing} passing tests"
+        if REPRO_ID in tests:
+            head += f" (the issue's call included: it {tests[REPRO_ID][0]})"
         if not failing:
             shown.clear()
             return f"{head}: no failing test to localize from; run_tests shows the results"

@@ -307,11 +307,10 @@ def by_hops(tasks: list[Task], scores: list[float]) -> dict[str, list[int]] | No
 
 def reference_solution(task: Task) -> str | None:
     """The item's answer: `metadata["solution"]`, or for a world SWE bug the fixed body of its
-    function (the same template's bugs in several held-out repos, or several bugs in one
-    function, have one fix: 100 held-out bugs are 23 fixes in the demo world)."""
+    function (several bugs in one function have one fix)."""
     if task.metadata.get("solution"):
         return str(task.metadata["solution"])
-    if task.kind == "swe" and "original_line" in task.metadata and "bug" in task.context:
+    if task.kind == "swe" and "fixed" in task.metadata and "bug" in task.context:
         return "swe:" + fixed_body(task)
     return None
 
@@ -400,3 +399,12 @@ def _add_engineering_suites() -> None:
 
 
 _add_engineering_suites()
+
+
+def _add_swarm_suites() -> None:
+    from arcforge.eval.swarm import SWARM_SUITES
+
+    SUITES.update(SWARM_SUITES)
+
+
+_add_swarm_suites()

@@ -177,13 +177,10 @@ def _search_script(task: Task) -> list[Message]:
     the subject's page with the fact as its snippet (SearchIndex.search, `snippet`); the next
     hop searches the object the snippet shows; then answer.
 
-    Before session 23 the expert searched the name alone and opened result 1: after SFT the
-    first open reached the first evidence page in 68 of 90 episodes, but the model then had to
-    find the fact in the whole page and copy it, and reached the second hop's entity in 5 of
-    100 (session 22). Before session 22 it opened the page id, which the model did not copy
-    (0 of 18). With this script (session 23) the model still solves 0 of 100: its first query is
-    exactly right in 20, and the next copies the snippet's entity in 2 of those 20 (7 of 100
-    reach the second hop's entity, against 5 with the session-22 script on the same base)."""
+    The fact is read from the snippet rather than from an opened page: a script that copied a
+    page id into `open` was never copied by the demo model, and one that opened result 1 left
+    it to find and copy the fact from the whole page. docs/experiments.md ("Search") has the
+    figures."""
     path = task.metadata["path"]
     out = [
         _call(
@@ -213,15 +210,12 @@ def _code_script(task: Task) -> list[Message]:
     """The body that completes the task's stub, in a ```python block, in one reply (the whole
     function for a task without a stub).
 
-    Until session 21 the expert first ran the solution on the instruction's example with
-    run_python, then replied. After SFT the demo model failed 5 of 10 held-out code tasks on
-    that call (code inside a JSON string: unescaped quotes and newlines, or a reply cut inside
-    <think>) and solved none. With a plain block (session 22) 2 of 10 failed to parse, but
-    the model still wrote a memorized function whatever the task named and solved none: it
-    miscopied the signature (`num_greater(xs, t)` -> `kum_greater(xs)`), and the signature
-    picked the body. Given the right signature line as a prefix, the same SFT model wrote 20 of
-    40 held-out functions exactly, 27 of 40 given signature and docstring (session 24), so the
-    task shows the stub and the expert writes the body, as HumanEval's canonical solutions do."""
+    No run_python check: code inside a tool call's JSON string (quotes and newlines to escape)
+    is where a tiny model's replies break. The task shows the stub and the expert writes the
+    body, as HumanEval's canonical solutions do, because a model that has to write the
+    signature miscopies it (`num_greater(xs, t)` -> `kum_greater(xs)`) and the signature then
+    picks a memorized body; given the signature and docstring it writes the right body far
+    more often (docs/experiments.md, "Code")."""
     name, sol = task.metadata["entry_point"], task.metadata["solution"]
     note = f"I will write {name} to match the description and the example."
     code = task.metadata.get("body") if task.context.get("stub") else None
@@ -243,12 +237,10 @@ def _terminal_script(task: Task) -> list[Message]:
     then end with a short message (TerminalEnv's verifier reads the workspace state).
 
     The command comes first so that the instruction it copies its slots from (directory,
-    extension, column, output file) is right above it. The expert used to look first, which
-    put a file listing between the two: after SFT on 400 look-first episodes the demo model
-    looked with the right command almost every time, then wrote the right family's pipeline
-    with slots taken from the listing or from memory, solving 3 of 30 train tasks greedily;
-    with 400 act-first episodes it solves 11 of 30 (held-out: 2 of 91 either way; session 15,
-    runs s15t and s15a)."""
+    extension, column, output file) is right above it. Looking first puts a file listing
+    between the two, and the model then takes slots from the listing or from memory (greedy on
+    30 train tasks after SFT: 3 solved look-first, 11 act-first; docs/experiments.md,
+    "Terminal")."""
     script = task.metadata["solution"].strip()
     check = terminal_check(task)
     return [
@@ -258,47 +250,51 @@ def _terminal_script(task: Task) -> list[Message]:
     ]
 
 
-def _fixed(task: Task) -> tuple[list[str], Any]:
-    """A world SWE task's module lines with the bug line restored (`metadata["original_line"]`)
-    and the Definition of its buggy function there."""
-    from arcforge.envs.swe_tools import definition_at
-
-    bug = task.context["bug"]
-    lines = bug["mutated"].splitlines()
-    lines[bug["line"] - 1] = task.metadata["original_line"]
-    return lines, definition_at("\n".join(lines), bug["path"], bug["function"], bug["line"])
-
-
 def fixed_function(task: Task) -> str:
-    """The whole definition of a world SWE task's buggy function with its bug line restored,
-    as it reads in the repository."""
-    lines, d = _fixed(task)
-    return "\n".join(lines[d.start - 1 : d.end]) + "\n"
+    """The whole definition of a world SWE task's buggy function as the correct module has it
+    (`metadata["fixed"]`: the oracle, train-side only)."""
+    return task.metadata["fixed"]
 
 
 def fixed_body(task: Task) -> str:
     """That function's fixed body below its signature and docstring: the expert's replacement
     (`replace_function` keeps the rest)."""
-    lines, d = _fixed(task)
-    return "\n".join(lines[d.body - 1 : d.end]) + "\n"
+    from arcforge.envs.swe_tools import definitions
+
+    fixed = fixed_function(task)
+    d = definitions(fixed, task.context["bug"]["path"])[0]
+    return "".join(fixed.splitlines(keepends=True)[d.body - 1 : d.end])
+
+
+def fix_code(task: Task) -> str:
+    """What the expert gives replace_function: the fixed body, or the whole fixed definition
+    when the bug sits in the signature (a changed parameter default), which a body keeps."""
+    from arcforge.envs.swe_tools import definition_at
+
+    bug = task.context["bug"]
+    d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
+    return fixed_function(task) if bug["line"] < d.body else fixed_body(task)
 
 
 def _swe_script(task: Task) -> list[Message]:
-    """localize, replace_function with the fixed body of the function it showed, run_tests,
-    then a short summary: no name or path to copy from the issue.
+    """localize, view_function when the bug sits in another function than the issue's (a
+    helper or callee of it), replace_function with the fixed body of the function shown last,
+    run_tests, then a short summary.
 
-    Until session 25 the expert did view_file on the module's path and edit_file on the bug
-    line: after SFT the demo model read a path remembered from training instead of the issue's
-    (SWE 0 of 4 in sessions 21-23). In session 25 it named the issue's function in
-    view_function and wrote the whole fixed definition: the model named the issue's function in
-    2 of 20 held-out tasks (0 of 20 when asked to copy it into its reasoning, even on train
-    tasks) and solved none. Session 26: spectrum-based localization needs no argument, and the
-    body under a signature and docstring shown is what the model writes in the code suite."""
-    fn = task.context["bug"]["function"]
-    return [
-        _call("localize", {}, "I run the tests to find the function the failing ones point to."),
-        _call("replace_function", {"code": fixed_body(task)},
-              "Its body should do what the docstring says."),
+    A tiny model does not copy a path or a function name from the issue into a tool call: it
+    writes one remembered from training instead. Spectrum-based localization needs no
+    argument and shows the issue's function; only a bug that shows through another function
+    needs a name, the one localize ranks among its suspicious functions (docs/experiments.md,
+    "SWE")."""
+    bug = task.context["bug"]
+    fn, shown = bug["function"], bug.get("issue_function") or bug["function"]
+    out = [_call("localize", {}, "I run the tests and the issue's call to find the function.")]
+    if fn != shown:
+        out.append(_call("view_function", {"name": fn},
+                         f"`{shown}` calls `{fn}`; I look at `{fn}` too."))  # fmt: skip
+    return out + [
+        _call("replace_function", {"code": fix_code(task)},
+              "It should do what the docstring says."),
         _call("run_tests", {}, "Now every test should pass."),
         Message("assistant", f"Fixed `{fn}`; the tests pass.", reasoning="The tests pass."),
     ]  # fmt: skip
@@ -325,14 +321,10 @@ SCRIPTS = {"math": _math_script, "tool": _tool_script, "search": _search_script,
 
 # bumped when a kind's script changes, so cached expert episodes of that kind are re-recorded
 EXPERT_VERSIONS = {
-    "terminal": 2,  # 2: act, then check (session 15)
-    # search 2: open result 1 instead of the page id (session 22); 3: name + relation queries,
-    # answers from the snippets (session 23)
-    "search": 3,
-    "code": 3,  # 2: the block in one reply, no run_python check (session 22); 3: the body
-    # that completes the task's stub (session 24)
-    "swe": 3,  # 2: view_function / replace_function by the issue's function name (session 25);
-    # 3: localize, then the fixed body (session 26)
+    "terminal": 2,  # act, then check
+    "search": 3,  # name + relation queries, answers from the snippets
+    "code": 3,  # the body that completes the task's stub
+    "swe": 4,  # localize (with the issue's call), a callee's view when needed, the fixed body
 }
 
 

@@ -11,7 +11,7 @@ import random
 from itertools import zip_longest
 
 from arcforge.types import Task
-from arcforge.world.codelib import TEMPLATES, snippet_doc
+from arcforge.world.codelib import FuncTemplate, code_space, snippet_doc
 from arcforge.world.corpus import Doc, mix
 from arcforge.world.demos import (
     MODES,
@@ -48,14 +48,16 @@ def _rng(cfg: WorldConfig, part: str) -> random.Random:
     return random.Random(f"{cfg.seed}:{part}")
 
 
-def _code_docs(rng: random.Random, repos: list[Repo], target: int, prefix: str) -> list[Doc]:
+def _code_docs(rng: random.Random, repos: list[Repo], target: int, prefix: str,
+               functions: list[FuncTemplate]) -> list[Doc]:  # fmt: skip
+    """The repos' files, then standalone snippets of `functions` up to `target` chars."""
     docs = []
     for repo in repos:
         for path, src in {**repo.files, **repo.tests}.items():
             docs.append(Doc(f"{prefix}-{len(docs):06d}", f"# {repo.name}: {path}\n{src}", "code"))
     chars = sum(len(d.text) for d in docs)
     while chars < target:
-        tpl = rng.choice(TEMPLATES)
+        tpl = rng.choice(functions)
         text = snippet_doc(rng, tpl, rng.choice(tpl.names), rng.randint(2, 5))
         docs.append(Doc(f"{prefix}-{len(docs):06d}", text, "code"))
         chars += len(text)
@@ -96,14 +98,17 @@ def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: li
     taken = {p.question for p in task_probs + held_probs}
     corpus_probs = _problems_for_chars(mrng, people, int(web_chars * cfg.math_to_web), taken)
     crng = _rng(cfg, "code")
-    code = _code_docs(crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code")
+    space = code_space(cfg.seed)
+    code = _code_docs(crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code",
+                      space.train)  # fmt: skip
     drills = copy_drills(_rng(cfg, "drills"), int(web_chars * cfg.copy_drills), kb_names)
     corpus = mix(_rng(cfg, "mix"), web + code + _math_docs(corpus_probs, "math") + drills,
                  cfg.junk_frac, cfg.dup_frac)  # fmt: skip
     held_web = [
         Doc(f"hweb-{i:06d}", p.text, "web") for i, p in enumerate(q for q in pages if q.heldout)
     ]
-    held_code = _code_docs(crng, repos[:n_test_repos], cfg.n(cfg.heldout_snippets) * 400, "hcode")
+    held_code = _code_docs(crng, repos[:n_test_repos], cfg.n(cfg.heldout_snippets) * 400, "hcode",
+                           space.test)  # fmt: skip
     return corpus, held_web + held_code + _math_docs(held_probs, "hmath")
 
 
@@ -114,9 +119,13 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     kb = build_kb(_rng(cfg, "kb"), names, cfg.n(cfg.n_people), cfg.n(cfg.n_places, 3),
                   cfg.n(cfg.n_orgs), cfg.n(cfg.n_works), cfg.heldout_frac)  # fmt: skip
     pages = render_pages(kb, _rng(cfg, "pages"))
-    repos = [make_repo(_rng(cfg, f"repo{i}"), f"{names.token()}-{names.token()}", 2 + i % 3)
-             for i in range(cfg.n(cfg.n_repos, 3))]  # fmt: skip
-    n_test_repos = _n_test_repos(cfg, repos)
+    space = code_space(cfg.seed)
+    n_repos = cfg.n(cfg.n_repos, 3)
+    n_test_repos = min(n_repos - 1, cfg.n(cfg.n_test_repos, 1))
+    repos = [make_repo(_rng(cfg, f"repo{i}"), f"{names.token()}-{names.token()}", 2 + i % 3,
+                       space.test if i < n_test_repos else space.train,
+                       "test" if i < n_test_repos else "train")
+             for i in range(n_repos)]  # fmt: skip
     t = cfg.tasks
     n_tr, n_te = cfg.n(t.reasoning[0]), cfg.n(t.reasoning[1])
     mrng = _rng(cfg, "math")
@@ -131,7 +140,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
         "long_context": long_context_tasks(kb, pages, cfg.long_context_chars, cfg.seed,
                                            cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
-        "code": code_tasks(_rng(cfg, "code_tasks"), cfg.n(t.code[0]), cfg.n(t.code[1]),
+        "code": code_tasks(_rng(cfg, "code_tasks"), space, cfg.n(t.code[0]), cfg.n(t.code[1]),
                            NameBank(_rng(cfg, "code_names")), cfg.code_fresh_names),
         "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
                                    cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
@@ -204,8 +213,8 @@ DEV_SIZE = 100
 
 
 def _n_test_repos(cfg: WorldConfig, repos: list[Repo]) -> int:
-    """How many of the world's first repos are held out (SWE test bugs, held-out code)."""
-    return min(len(repos) - 1, cfg.n(cfg.n_test_repos, 1))
+    """How many of the world's first repos are held out (built from held-out functions)."""
+    return sum(r.split == "test" for r in repos)
 
 
 def _bug_key(task: Task) -> tuple[str, str, str]:
@@ -244,10 +253,11 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
         pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
         pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
-    elif suite == "code":  # the train split's templates and names; never a held-out variant
-        seen = sorted({(t.metadata["template"], t.metadata["entry_point"])
-                       for t in world.task_pools["code"]["train"]})  # fmt: skip
-        pool = code_pool(rng, seen, 2 * n, NameBank(_rng(cfg, "fresh:code_names")),
+    elif suite == "code":  # train functions no train task uses first; never a held-out one
+        used = {t.metadata["template"] for t in world.task_pools["code"]["train"]}
+        train = code_space(cfg.seed).train
+        funcs = [f for f in train if f.key not in used] + [f for f in train if f.key in used]
+        pool = code_pool(rng, funcs[: 2 * n], 2 * n, NameBank(_rng(cfg, "fresh:code_names")),
                          cfg.code_fresh_names)  # fmt: skip
     else:
         people = [e.name for e in kb.of_type("person")]

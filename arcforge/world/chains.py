@@ -13,12 +13,11 @@ from __future__ import annotations
 import random
 
 from arcforge.types import Task, Validation
-from arcforge.world.codelib import TEMPLATES, THEMES, call_repr, call_src, load_source
+from arcforge.world.codelib import FuncTemplate, call_repr, call_src, code_space, load_source
 
 
-def chain_step(rng: random.Random, key: str, name: str, n_tests: int = 4) -> dict:
+def chain_step(rng: random.Random, tpl: FuncTemplate, name: str, n_tests: int = 4) -> dict:
     """One step: instruction, hidden tests (importing from `solution`) and oracle source."""
-    tpl = next(t for t in TEMPLATES if t.key == key)
     src = tpl.render(name)
     ns = load_source(src)
     example = call_src(name, tpl.gen(rng))
@@ -32,11 +31,11 @@ def chain_step(rng: random.Random, key: str, name: str, n_tests: int = 4) -> dic
     return {"instruction": ins, "tests": "\n".join(tests), "solution": src, "entry_point": name}
 
 
-def chain_task(rng: random.Random, n_steps: int) -> Task:
-    """A chain of `n_steps` functions from one theme (distinct templates)."""
-    theme = rng.choice(THEMES)
-    tpls = rng.sample([t for t in TEMPLATES if t.theme == theme], n_steps)
-    steps = [chain_step(rng, t.key, rng.choice(t.names)) for t in tpls]
+def chain_task(rng: random.Random, n_steps: int, functions: list[FuncTemplate]) -> Task:
+    """A chain of `n_steps` distinct functions of `functions` from one theme."""
+    theme = rng.choice(sorted({t.theme for t in functions}))
+    tpls = rng.sample([t for t in functions if t.theme == theme], n_steps)
+    steps = [chain_step(rng, t, rng.choice(t.names)) for t in tpls]
     intro = (f"You will build a small Python module, solution.py, of {theme} helpers in "
              f"{n_steps} steps. After each step its tests and all earlier steps' tests run.\n\n")  # fmt: skip
     return Task("", "chain", intro + "Step 1: " + steps[0]["instruction"],  # type: ignore[arg-type]
@@ -45,11 +44,13 @@ def chain_task(rng: random.Random, n_steps: int) -> Task:
 
 
 def chain_tasks(seed: int, n: int, split: str = "test") -> list[Task]:
-    """`n` chained tasks with 2-4 steps, a pure function of (seed, split)."""
+    """`n` chained tasks with 2-4 steps, a pure function of (seed, split); the held-out
+    split's steps are the world's held-out functions (`codelib.CodeSpace.test`)."""
     rng = random.Random(f"{seed}:chains:{split}")
+    functions = code_space(seed).part(split)
     out = []
     for i in range(n):
-        task = chain_task(rng, rng.choice([2, 3, 3, 4]))
+        task = chain_task(rng, rng.choice([2, 3, 3, 4]), functions)
         task.id, task.split, task.source = f"chain-{split}-{i:05d}", split, "world:chains"
         out.append(task)
     return out

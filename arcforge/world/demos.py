@@ -157,26 +157,48 @@ def terminal_demo(task: Task) -> list[Message]:
             Message("assistant", f"```bash\n{script}\n```", reasoning="A short shell pipeline does it.")]  # fmt: skip
 
 
+def _swe_change(task: Task) -> str:
+    """What is wrong, read from the fix diff: the removed and added lines of the fix."""
+    lines = task.metadata["patch"].splitlines()[3:]
+    gone = [ln[1:].strip() for ln in lines if ln.startswith("-")]
+    back = [ln[1:].strip() for ln in lines if ln.startswith("+")]
+    if gone and back:
+        return f"`{gone[0]}` should be `{back[0]}`."
+    if back:
+        return f"it lacks the case `{back[0]}`."
+    return "one line is wrong."
+
+
 def swe_demo(task: Task) -> list[Message]:
-    """view_function on the function the issue names -> replace_function with its fixed body
-    (the function shown last) -> summary with the diff (the tools and observations of
-    SWEEnv's; the expert episodes localize first instead, which needs a test run)."""
-    from arcforge.envs.swe_tools import definition_at, show_definition
-    from arcforge.rollout.policies import fixed_body
+    """view_function on the function the issue names (and on the function it calls where the
+    bug is) -> replace_function with the fixed body (the function shown last) -> summary with
+    the diff (the tools and observations of SWEEnv's; the expert episodes localize first
+    instead, which needs a test run)."""
+    from arcforge.envs.swe_tools import definition_at, definitions, show_definition
+    from arcforge.rollout.policies import fix_code
 
     bug = task.context["bug"]
     path, line, fn = bug["path"], bug["line"], bug["function"]
-    old = bug["mutated"].splitlines()[line - 1].strip()
+    issue_fn = bug.get("issue_function") or fn
     d = definition_at(bug["mutated"], path, fn, line)
-    return [
-        Message("user", task.instruction),
-        Message("assistant", "", reasoning=f"The issue is about `{fn}`; I look at its definition.",
-                tool_calls=[ToolCall("view_function", {"name": fn}, "call_0")]),
-        Message("tool", show_definition(d, bug["mutated"]), tool_call_id="call_0", name="view_function"),
-        Message("assistant", "", reasoning=f"Line {line} of `{fn}` is wrong: `{old}`.",
-                tool_calls=[ToolCall("replace_function", {"code": fixed_body(task)}, "call_1")]),
+    msgs = [Message("user", task.instruction)]
+    views = [issue_fn] if issue_fn == fn else [issue_fn, fn]
+    for i, name in enumerate(views):
+        shown = next(x for x in definitions(bug["mutated"], path) if x.name == name)
+        why = (f"The issue is about `{name}`; I look at its definition." if i == 0
+               else f"`{issue_fn}` looks right, but it calls `{fn}`; I look at that.")  # fmt: skip
+        msgs += [
+            Message("assistant", "", reasoning=why,
+                    tool_calls=[ToolCall("view_function", {"name": name}, f"call_{i}")]),
+            Message("tool", show_definition(shown, bug["mutated"]), tool_call_id=f"call_{i}",
+                    name="view_function"),
+        ]  # fmt: skip
+    k = len(views)
+    return msgs + [
+        Message("assistant", "", reasoning=f"In `{fn}`, {_swe_change(task)}",
+                tool_calls=[ToolCall("replace_function", {"code": fix_code(task)}, f"call_{k}")]),
         Message("tool", f"ok: replaced {d.name} in {path} (lines {d.start}-{d.end})",
-                tool_call_id="call_1", name="replace_function"),
+                tool_call_id=f"call_{k}", name="replace_function"),
         Message("assistant", f"Fixed `{fn}` in {path}:\n```diff\n{task.metadata['patch']}```",
                 reasoning="The edit restores the intended behaviour."),
     ]  # fmt: skip

@@ -3,12 +3,15 @@
 Every builder first draws a pool of distinct prompts, then cuts it in two, so no prompt and no
 id is shared between splits. Where a held-out split can use held-out material it does: test
 math problems never appear in the corpus, SWE test tasks come from repos reserved for testing,
-code test tasks use (template, name) variants that no train task uses.
+code test tasks use held-out functions of the code space (`codelib.CodeSpace`), none of whose
+structure, behaviour, body or docstring any training text holds.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from itertools import zip_longest
@@ -16,10 +19,11 @@ from itertools import zip_longest
 from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 from arcforge.types import Task, Validation
 from arcforge.world.chat import make_chat_item
-from arcforge.world.codelib import TEMPLATES, call_repr, call_src, load_source
+from arcforge.world.codelib import CodeSpace, FuncTemplate, call_repr, call_src, load_source
 from arcforge.world.kb import KB
 from arcforge.world.longctx import make_long_items
 from arcforge.world.mathgen import Problem
+from arcforge.world.mutations import KINDS
 from arcforge.world.names import NameBank
 from arcforge.world.pages import Page
 from arcforge.world.questions import Question, calc_question, path_question
@@ -136,11 +140,10 @@ def long_context_tasks(kb: KB, pages: list[Page], sizes: list[int], seed: int, n
     return out[0], out[1]
 
 
-def code_task(rng: random.Random, key: str, name: str) -> Task:
+def code_task(rng: random.Random, tpl: FuncTemplate, name: str) -> Task:
     """A HumanEval-style task: the instruction ends with the function's stub (signature and
     docstring) in a ```python block; a reply may be the body that completes it or the whole
     function (CodeEnv prepends `context["stub"]` when the reply does not define `name`)."""
-    tpl = next(t for t in TEMPLATES if t.key == key)
     src = tpl.render(name)
     ns = load_source(src)
     example = call_src(name, tpl.gen(rng))
@@ -158,39 +161,32 @@ def code_task(rng: random.Random, key: str, name: str) -> Task:
     return Task("", "code", ins, context={"stub": stub}, validation=Validation(tests=tests),
                 difficulty=0.5,
                 metadata={"entry_point": name, "solution": src, "body": tpl.body(name),
-                          "template": key})  # fmt: skip
+                          "template": tpl.key, "structure": tpl.structure})  # fmt: skip
 
 
-def code_pool(rng: random.Random, variants: list[tuple[str, str]], n: int,
+def code_pool(rng: random.Random, functions: list[FuncTemplate], n: int,
               names: NameBank | None = None, fresh: float = 0.0) -> list[Task]:  # fmt: skip
-    """Up to `n` distinct code tasks of the given (template, name) variants. With `fresh` > 0 a
-    task is named, with that chance, by a made-up identifier from `names` (whose own rng draws
-    it, so `rng`'s draws stay as they were)."""
-    known = {nm for t in TEMPLATES for nm in t.names}
-
-    def make() -> Task:
-        key, name = rng.choice(variants)
+    """Up to `n` code tasks, one distinct function of `functions` each (in a random order).
+    With `fresh` > 0 a task is named, with that chance, by a made-up identifier from `names`
+    (whose own rng draws it, so `rng`'s draws stay as they were)."""
+    order = rng.sample(functions, min(n, len(functions)))
+    out = []
+    for tpl in order:
+        name = tpl.names[rng.randrange(len(tpl.names))]
         if fresh and names is not None and names.rng.random() < fresh:
-            name = "_".join(names.token() for _ in range(names.rng.randint(1, 2)))
-            if name in known:  # never one of a template's real names (a held-out one)
-                name += "_fn"
-        return code_task(rng, key, name)
-
-    return _distinct(make, n)
+            name = "_".join(names.token() for _ in range(names.rng.randint(1, 2))) + "_fn"
+        out.append(code_task(rng, tpl, name))
+    return out
 
 
-def code_tasks(rng: random.Random, n_train: int, n_test: int, names: NameBank | None = None,
-               fresh: float = 0.0) -> Split:  # fmt: skip
-    """Train tasks use three quarters of the (template, name) variants, test tasks the rest.
-    With `fresh` > 0 (world option `code_fresh_names`) train tasks may carry made-up names
-    (`code_pool`): a model then learns to copy the name it is asked for rather than recall one
-    name per docstring, which a held-out name needs."""
-    variants = [(t.key, n) for t in TEMPLATES for n in t.names]
-    rng.shuffle(variants)
-    n_held = max(1, len(variants) // 4)
-    held, seen = variants[:n_held], variants[n_held:]
-    train = code_pool(rng, seen, n_train, names, fresh)
-    return _finish("code", train, "train"), _finish("code", code_pool(rng, held, n_test), "test")
+def code_tasks(rng: random.Random, space: CodeSpace, n_train: int, n_test: int,
+               names: NameBank | None = None, fresh: float = 0.0) -> Split:  # fmt: skip
+    """Train tasks come from the space's train functions, test tasks from its held-out ones,
+    one distinct function per task. With `fresh` > 0 (world option `code_fresh_names`) train
+    tasks may carry made-up names (`code_pool`)."""
+    train = code_pool(rng, space.train, n_train, names, fresh)
+    test = code_pool(rng, space.test, n_test)
+    return _finish("code", train, "train"), _finish("code", test, "test")
 
 
 def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int,
@@ -231,7 +227,9 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
               n_test: int, names: NameBank | None = None, fresh: float = 0.0,
               fresh_functions: float = 0.0, balance: random.Random | None = None) -> Split:  # fmt: skip
     """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
-    rest. With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
+    rest. Held-out bugs take the bug kinds (`mutations.KINDS`) in turn, so every kind is
+    represented, and each fixes another function (fewer items when the held-out repos run out).
+    With `fresh` > 0 (world option `swe_fresh_repos`) a train task's repo is, with that
     chance, renamed to a made-up name from `names` (its own rng: `rng`'s draws, and so the
     bugs, stay as they were); `context["renamed_from"]` names the world repo it copies. With
     `fresh_functions` > 0 (world option `swe_fresh_functions`) a train task's repo has, with
@@ -239,11 +237,15 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
     (`Repo.functions_renamed`); `context["functions_renamed"]` maps old names to new. With
     `balance` (world option `swe_balance`), the train draws are topped up from that rng to
     4 x `n_train` bugs and the train split keeps `n_train` of them, taking turns by buggy
-    function; `rng`'s draws, the test split among them, stay as they were."""
+    function; `rng`'s draws, the test split among them, stay as they were.
+
+    A task's hidden test files are in `validation.tests` (JSON: path -> graded text) and
+    nowhere else; `metadata` holds the oracle (the fix diff, the fixed definition, the kind)."""
     out = []
     groups = (("train", repos[n_test_repos:], n_train), ("test", repos[:n_test_repos], n_test))
     for split, group, n in groups:
-        tasks, seen = [], set()
+        tasks: list[Task] = []
+        seen: set = set()
         draws = [(rng, n)] + ([(balance, 4 * n)] if split == "train" and balance else [])
         for r, want in draws:
             _draw_bugs(r, group, want, split, names, fresh, fresh_functions, tasks, seen)
@@ -259,8 +261,10 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
 
 def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names: NameBank | None,
                fresh: float, fresh_functions: float, tasks: list[Task], seen: set) -> None:  # fmt: skip
-    """Append to `tasks` until it holds `n` distinct bugs (10n tries), drawn from `group`."""
-    for _ in range(n * 10):
+    """Append to `tasks` until it holds `n` distinct bugs (10n tries), drawn from `group`. A
+    test bug tries the kinds the split has least of first (in turn among equals); no two test
+    bugs share a function or a fixed definition (a small world may yield fewer than `n`)."""
+    for i in range(n * 10):
         if len(tasks) >= n or not group:
             break
         repo = origin = rng.choice(group)
@@ -272,12 +276,25 @@ def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names:
             repo = repo.functions_renamed(made)
         else:
             made = {}
-        bug = repo.inject_bug(rng)
+        kinds = None
+        if split == "test":  # the least used kinds first (a repo may lack some)
+            used = Counter(t.metadata["bug_kind"] for t in tasks)
+            kinds = sorted(
+                KINDS, key=lambda k: (used[k], (KINDS.index(k) - len(tasks)) % len(KINDS))
+            )
+        try:
+            bug = repo.inject_bug(rng, kinds)
+        except ValueError:
+            continue  # no bug of any kind in this repo: another repo
+        fixed = bug.fixed_definition()
         if (bug.repo, bug.path, bug.mutated) in seen or bug.issue_text in seen:
             continue
-        seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text})
-        ctx_bug = {k: v for k, v in asdict(bug).items() if k not in ("original", "fix_diff")}
-        orig_line = bug.original.splitlines()[bug.line - 1]
+        where = (bug.repo, bug.path, bug.function)
+        if split == "test" and (fixed in seen or where in seen):
+            continue  # one distinct function per held-out item: fewer items rather than repeats
+        seen.update({(bug.repo, bug.path, bug.mutated), bug.issue_text, fixed, where})
+        hidden = ("original", "fix_diff", "hidden_tests", "detail")
+        ctx_bug = {k: v for k, v in asdict(bug).items() if k not in hidden}
         context = {"repo": repo.name, "bug": ctx_bug}
         if repo.name != origin.name:
             context["renamed_from"] = origin.name
@@ -285,7 +302,8 @@ def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names:
             context["functions_renamed"] = made
         tasks.append(Task("", "swe", bug.issue_text, context=context,
                           tools=list(WORLD_SWE_TOOLS),
-                          validation=Validation(fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
+                          validation=Validation(tests=json.dumps(bug.hidden_tests),
+                                                fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
                           difficulty=0.5,
-                          metadata={"patch": bug.fix_diff, "bug_kind": bug.kind,
-                                    "original_line": orig_line}))  # fmt: skip
+                          metadata={"patch": bug.fix_diff, "bug_kind": bug.kind, "fixed": fixed,
+                                    "detail": bug.detail}))  # fmt: skip

@@ -85,8 +85,8 @@ class WorldConfig:
     swe_fresh_repos: float = 0.0  # chance of a renamed (made-up) repo per SWE train task
     swe_fresh_functions: float = 0.0  # chance of made-up function names per SWE train task
     # SWE train bugs taking turns by buggy function (as fresh/dev tasks do), from 4x the draws:
-    # drawn as they come, the demo world had 19 train bugs of one function and 1 of another, and
-    # SFT left the rare fixes unlearnt (session 28). Held-out bugs are drawn as before.
+    # drawn as they come, a few functions take most bugs and SFT leaves the rare fixes unlearnt.
+    # Held-out bugs are drawn as before.
     swe_balance: bool = False
     # hop counts that search questions draw from, uniformly (Search-R1 mixes 1-hop NQ-style
     # questions with HotpotQA-style multi-hop ones); the default leaves worlds as they were

@@ -1,4 +1,5 @@
-"""SWEEnv in bwrap: real fixes pass, no-ops and grading hacks fail, history is absent.
+"""SWEEnv in bwrap: real fixes pass, no-ops and grading hacks fail, history is absent, and the
+hidden FAIL_TO_PASS tests that grade a world task are nowhere the agent can look.
 
 Each hack below is something an agent can do with its tools; each must give reward 0 while
 the bug is unfixed (and the last shows a real fix still passes next to a planted conftest).
@@ -17,8 +18,15 @@ from arcforge.envs.check import check_task
 from arcforge.envs.importers import import_swebench
 from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.swe_env import SWEEnv, is_protected
-from arcforge.envs.swe_tools import SWE_TOOLS, WORLD_SWE_TOOLS, definitions, ochiai
-from arcforge.rollout.policies import expert_script, fixed_body, fixed_function
+from arcforge.envs.swe_tools import (
+    SWE_TOOLS,
+    WORLD_SWE_TOOLS,
+    definition_at,
+    definitions,
+    ochiai,
+    reproduction,
+)
+from arcforge.rollout.policies import expert_script, fix_code, fixed_function
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
 from arcforge.world.demos import swe_demo
@@ -202,11 +210,12 @@ def test_swebench_instance_from_a_local_clone(world, tmp_path):
     clone = tmp_path / "clone"
     initial, base, fix = repo.materialize(clone, git=True, bug=bug)
     test_path = bug.fail_to_pass[0].split("::")[0]
-    new_test = "\n\ndef test_added_by_pr():\n    assert True\n"
-    old = (clone / test_path).read_text()
+    # the PR's test patch: the bug's hidden tests plus one more, against the base's test file
+    (tmp_path / "base_test.py").write_text(repo.workspace_tests(bug.removed_tests)[test_path])
+    new = bug.hidden_tests[test_path] + "\n\ndef test_added_by_pr():\n    assert True\n"
     test_patch = subprocess.run(
         ["diff", "-u", "--label", f"a/{test_path}", "--label", f"b/{test_path}",
-         str(clone / test_path), "-"], input=old + new_test, capture_output=True, text=True,
+         str(tmp_path / "base_test.py"), "-"], input=new, capture_output=True, text=True,
     ).stdout  # fmt: skip
     rec = {"instance_id": "demo__repo-1", "repo": "demo/repo", "base_commit": base,
            "patch": bug.fix_diff, "test_patch": f"diff --git a/{test_path} b/{test_path}\n"
@@ -219,7 +228,9 @@ def test_swebench_instance_from_a_local_clone(world, tmp_path):
     env = SWEEnv()
     try:
         env.reset(task)
-        seen = _bash(env, f"git log --all --format=%H; grep -c test_added_by_pr {test_path}")
+        f2p = bug.fail_to_pass[0].split("::")[1]
+        seen = _bash(env, f"git log --all --format=%H; grep -c -e test_added_by_pr -e {f2p} "
+                     f"{test_path}")  # fmt: skip
         assert fix not in seen and initial not in seen and seen.endswith("0\n\n[exit code 1]")
     finally:
         env.close()
@@ -289,8 +300,7 @@ def test_replace_function_fixes_the_bug_and_rejects_bad_code(world, env):
     out = _call(env, "replace_function", name=bug["function"], code=fixed_function(task))
     assert out.startswith(f"ok: replaced {bug['function']} in {bug['path']}")
     after = _call(env, "view_file", path=bug["path"])
-    assert after.splitlines()[bug["line"] - 1] == task.metadata["original_line"]
-    assert len(after.splitlines()) == len(before.splitlines())
+    assert task.metadata["fixed"] in after and task.metadata["fixed"] not in before
     assert env.verify().score == 1.0
 
 
@@ -368,17 +378,28 @@ def test_localize_shows_the_buggy_function_and_replace_function_edits_its_body(w
         )
         out = _call(env, "localize")
         head, top = out.splitlines()[:2]
-        assert "failing" in head and top.split()[1:] == [bug["path"], bug["function"]]
-        wrong = bug["mutated"].splitlines()[bug["line"] - 1]
-        assert f"{bug['line']:4d} {wrong}" in out  # the definition is shown, numbered
+        # the agent's repo has no failing test: the issue's call is what fails
+        assert head.startswith("1 failing") and "issue's call included: it failed" in head
+        assert top.split()[1:] == [bug["path"], bug["issue_function"]]
+        if bug["issue_function"] != bug["function"]:  # a bug seen through a caller
+            assert bug["function"] in out
+            _call(env, "view_function", name=bug["function"])
+        d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
+        assert f"{d.start:4d} def {bug['function']}(" in _call(env, "view_function",
+                                                                name=bug["function"])  # fmt: skip
         before = _call(env, "view_file", path=bug["path"]).splitlines()
-        out = _call(env, "replace_function", code=fixed_body(task))  # no name: the one shown
+        out = _call(env, "replace_function", code=fix_code(task))  # no name: the one shown
         assert out.startswith(f"ok: replaced {bug['function']} in {bug['path']}"), out
         after = _call(env, "view_file", path=bug["path"]).splitlines()
-        # only the bug line changed: signature and docstring kept, the body re-indented
-        assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] == [bug["line"] - 1]
-        assert len(after) == len(before)
-        assert "0 failing" in _call(env, "localize") and env.verify().score == 1.0
+        # only the function changed, to the fixed one: signature and docstring kept
+        d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
+        tail = len(before) - d.end
+        assert after[: d.start - 1] == before[: d.start - 1]
+        assert tail == 0 or after[-tail:] == before[-tail:]
+        assert "\n".join(after[d.start - 1 : len(after) - tail]) + "\n" == task.metadata["fixed"]
+        fixed = _call(env, "localize")
+        assert "0 failing" in fixed and "issue's call included: it passed" in fixed
+        assert env.verify().score == 1.0
 
 
 def test_localize_without_a_failing_test_says_so(world, env):
@@ -409,3 +430,79 @@ def test_balanced_train_bugs_take_turns_by_function_and_leave_the_test_split(wor
         Counter(funcs).values()
     )
     assert not {t.context["repo"] for t in train} & {t.context["repo"] for t in test}
+
+
+# hidden tests: FAIL_TO_PASS tests the agent's repo lacks, graded from validation.tests
+
+
+def _hidden(task) -> tuple[str, str, list[str]]:
+    """(test path, graded text, F2P test names) of a world task."""
+    ((path, text),) = json.loads(task.validation.tests).items()
+    return path, text, [n.split("::")[1] for n in task.validation.fail_to_pass]
+
+
+def test_hidden_tests_are_nowhere_the_agent_can_look(world, env):
+    for task in world.tasks("swe", "test") + world.tasks("swe", "train")[:2]:
+        path, text, names = _hidden(task)
+        bug = task.context["bug"]
+        env.reset(_every_tool(task))
+        outputs = [
+            _call(env, "localize"),
+            _call(env, "run_tests"),
+            _call(env, "view_file", path=path),
+            _call(env, "view_function", name=bug["function"]),
+            _call(env, "search_code", pattern="|".join(names)),
+            _bash(env, f"grep -rn -e {' -e '.join(names)} / --include='*.py' "
+                  "--exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head; "
+                  "cat tests/*.py; ls -aR /workspace /tmp 2>/dev/null | head -200"),
+        ]  # fmt: skip
+        graded = [ln for ln in text.splitlines() if ln.startswith("    assert ")]
+        hidden_only = [ln for ln in graded if ln not in outputs[2]]
+        assert hidden_only  # the graded file asserts what the workspace's does not
+        for out in outputs:
+            assert not any(n in out for n in names), (task.id, out[-500:])
+            assert not any(ln.strip() in out for ln in hidden_only), (task.id, out[-500:])
+        assert "failed" not in outputs[1]  # the visible tests all pass on the buggy base
+
+
+def test_editing_only_the_tests_cannot_pass(world, env):
+    """An agent that writes tests of its own (even under the graded names) leaves the bug."""
+    task = _every_tool(world.tasks("swe", "test")[0])
+    path, _, names = _hidden(task)
+    env.reset(task)
+    fake = "".join(f"\n\ndef {n}():\n    assert True\n" for n in names)
+    _bash(env, f"printf '%s' {json.dumps(fake)} >> {path}")
+    assert "failed" not in _call(env, "run_tests")  # they pass in the workspace
+    reward = env.verify()
+    assert reward.score == 0.0 and path in reward.details["reverted"]
+    assert reward.details["f2p"]["passed"] < reward.details["f2p"]["total"]
+
+
+def test_grading_runs_the_hidden_file(world, env):
+    """The reference fix passes the hidden F2P tests; the same fix graded against a hidden file
+    whose F2P test expects another value fails, so the verdict comes from that file."""
+    task = world.tasks("swe", "test")[0]
+    path, text, names = _hidden(task)
+    env.reset(task)
+    env.apply_patch(task.metadata["patch"])
+    reward = env.verify()
+    assert reward.score == 1.0 and reward.details["f2p"]["total"] == len(names) >= 1
+    head, sep, tail = text.partition(f"def {names[0]}():\n    assert ")
+    line, rest = tail.split("\n", 1)
+    call, expected = line.split(" == ", 1)
+    wrong = f"{head}{sep}{call} == ({expected}, 'another value')\n{rest}"
+    tampered = dataclasses.replace(
+        task, validation=dataclasses.replace(task.validation, tests=json.dumps({path: wrong}))
+    )
+    env.reset(tampered)
+    env.apply_patch(task.metadata["patch"])
+    reward = env.verify()
+    assert reward.score == 0.0 and f"{path}::{names[0]}" in reward.details["not_passed"]
+
+
+def test_reproduction_reads_the_issue_call():
+    issue = ("`f` gives a wrong result\n\nCalling `f([1, 2], 'a, but b')` (from `pkg/mod.py`) "
+             "returns [1], but [1, 2] was expected.")  # fmt: skip
+    assert reproduction(issue) == {"module": "pkg.mod", "call": "f([1, 2], 'a, but b')",
+                                   "expected": "[1, 2]"}  # fmt: skip
+    assert reproduction("Something is off with parsing.") is None

@@ -61,24 +61,35 @@ def test_env_suite_scores_one_for_the_expert_and_zero_for_garbage(world, tok, mo
 
 
 def test_code_items_of_one_held_out_function_form_one_cluster(world):
-    from arcforge.eval.suites import solution_clusters
+    import random
 
-    tasks = world.tasks("code", "test")
-    labels = solution_clusters(tasks)
-    funcs = [(t.metadata["template"], t.metadata["entry_point"]) for t in tasks]
-    assert labels is not None and len(set(funcs)) < len(tasks)  # some function asked twice
-    for i in range(len(tasks)):
-        for j in range(len(tasks)):
-            assert (labels[i] == labels[j]) == (funcs[i] == funcs[j])
+    from arcforge.eval.suites import solution_clusters
+    from arcforge.world.codelib import code_space
+    from arcforge.world.suites import code_task
+
+    tasks = world.tasks("code", "test")  # one distinct function per held-out item
+    assert solution_clusters(tasks) is None
+    a, b = code_space(world.config.seed).test[:2]  # a function asked twice, another once
+    rng = random.Random(0)
+    asked = [code_task(rng, a, a.names[0]), code_task(rng, a, a.names[0]), code_task(rng, b, b.names[0])]
+    assert asked[0].instruction != asked[1].instruction  # another example, other hidden tests
+    labels = solution_clusters(asked)
+    assert labels is not None and labels[0] == labels[1] != labels[2]
     assert solution_clusters(world.tasks("terminal", "test")) is None  # one solution per item
 
 
 def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
+    import random
+
     from arcforge.eval.suites import solution_clusters
     from arcforge.rollout.policies import fixed_body
+    from arcforge.world.suites import swe_tasks
 
-    tasks = world.tasks("swe", "train") + world.tasks("swe", "test")  # the small world's
-    labels = solution_clusters(tasks)  # held-out bugs alone have no shared fix
+    assert solution_clusters(world.tasks("swe", "test")) is None  # one function per item
+    # many bugs drawn from one repo: some share a fixed body
+    tasks, _ = swe_tasks(random.Random(0), [r for r in world.repos if r.split == "train"][:1],
+                         0, 12, 0)  # fmt: skip
+    labels = solution_clusters(tasks)
     fixes = [fixed_body(t) for t in tasks]
     assert labels is not None and len(set(fixes)) < len(tasks)  # one fix, several bugs
     for i in range(len(tasks)):
