@@ -4,6 +4,7 @@
     arcforge world | pretrain | midtrain | sft [CONFIG] ...  the pipeline up to that stage
     arcforge eval CHECKPOINT|RUN_DIR [--suites ...]          the capability matrix
     arcforge eval judge PROJECT_DIR --base-url URL --model M agent-as-a-judge of a web app
+    arcforge eval contamination RUN_DIR|WORLD_DIR|CONFIG     held-out items in training text
     arcforge report RUN_DIR                                  regenerate report.md/html/json
     arcforge chat CHECKPOINT                                 interactive chat (thinking, tools)
     arcforge serve CHECKPOINT                                OpenAI-compatible completions API
@@ -163,8 +164,13 @@ def world(
     args: list[str] = ConfigArg,
     out: Path = typer.Option(Path("runs/world"), "--out", help="Directory to write."),
 ) -> None:
-    """Generate the embedded world (corpus, task pools, SFT demos) and print its sizes."""
+    """Generate the embedded world (corpus, task pools, SFT demos), print its sizes, and write it
+    as files to audit: DIR/suites/<suite>/{train,test}.jsonl (id, prompt, reference),
+    DIR/text/<source>.jsonl (every text the config's training stages read) and the config."""
+    from arcforge.config import dump_config
+    from arcforge.eval.contamination import eval_counts
     from arcforge.stages import build_world_from_cfg
+    from arcforge.world.export import export_world
 
     cfg = _load(args)
     w = build_world_from_cfg(cfg)
@@ -174,12 +180,13 @@ def world(
         f"world written to {out}: {len(docs)} corpus docs, "
         f"{sum(len(d.text) for d in docs) / 1e6:.2f} MB text, {len(w.sft_demos())} demos"
     )
-    from arcforge.world import SUITES
-
-    for s in SUITES:
-        typer.echo(
-            f"  suite {s}: {len(w.tasks(s, 'train'))} train / {len(w.tasks(s, 'test'))} test"
-        )
+    summary = export_world(w, out, cfg.stages, counts=eval_counts(cfg.eval))
+    (out / "run_config.yaml").write_text(dump_config(cfg))  # what `eval contamination` reads
+    for s, n in summary["suites"].items():
+        typer.echo(f"  suite {s}: {n['train']} train / {n['test']} test  -> {out}/suites/{s}/")
+    for m in summary["text"].values():
+        note = f"  (not read: {m['missing']})" if m["missing"] else ""
+        typer.echo(f"  text {m['file']}: {m['texts']} texts, {m['chars'] / 1e6:.2f} MB{note}")
 
 
 @app.command("eval")
@@ -366,16 +373,33 @@ def env_check(
         help="Run a task directory as a container-like root built from its Dockerfile (uid 0, "
         "/app, writable /etc, /usr/local, /root); default: when the task has a Dockerfile.",
     ),
+    root: str = typer.Option(
+        None,
+        help="How a container task gets its root: layer (over the host's /usr), rootfs (a real "
+        "Debian root per image) or auto (the layer when it builds, else a real root); "
+        "default: $ARCFORGE_TASK_ROOT or auto.",
+    ),
 ) -> None:
-    """Run a task's oracle (or a given solution, or none) in the sandbox and print the verdict."""
-    import json
+    """Run a task's oracle (or a given solution, or none) in the sandbox and print the verdict.
 
+    Exit status: 0 when the reward is 1, 1 when it is below 1, 3 when the task cannot run here
+    (every blocker is listed on stderr with its remedy); 2 for a mistake in the arguments.
+    """
+    import json
+    import os
+
+    from arcforge.envs.blockers import remedy
     from arcforge.envs.check import check_task
+    from arcforge.envs.importers import ROOT_MODES
 
     if not task.exists():
         raise UserError(f"task not found: {task}")
     if solution is not None and not solution.is_file():
         raise UserError(f"solution file not found: {solution}")
+    if root is not None:
+        if root not in ROOT_MODES:
+            raise UserError(f"--root must be one of {', '.join(ROOT_MODES)}, got {root!r}")
+        os.environ["ARCFORGE_TASK_ROOT"] = root
     try:
         res = check_task(
             task,
@@ -385,8 +409,17 @@ def env_check(
             container=container,
         )
     except ValueError as err:
-        raise UserError(f"{task}: {err}") from None
+        raise UserError(f"{task}: {str(err).replace('use empty=True', 'use --empty')}") from None
     typer.echo(json.dumps(res, indent=1, default=str))
+    blockers = list(res["details"].get("unsupported") or [])
+    if str(res["details"].get("error", "")).startswith("sandbox:"):
+        blockers.append(res["details"]["error"])
+    if blockers:
+        typer.echo(f"unsupported: {len(blockers)} blocker(s)", err=True)
+        for reason in blockers:
+            typer.echo(f"- {reason}\n  remedy: {remedy(reason)}", err=True)
+        raise typer.Exit(3)
+    raise typer.Exit(0 if res["reward"] >= 1.0 else 1)
 
 
 @env_app.command("serve")
@@ -574,6 +607,73 @@ def synth_gem(
     typer.echo(json.dumps({"kept": summary["kept"], "dropped": dropped}))
 
 
+@app.command("eval-contamination")
+def eval_contamination(
+    target: Path = typer.Argument(
+        ..., help="A run dir, a saved world dir (`arcforge world --out`) or a run config YAML."
+    ),
+    config: Path = typer.Option(
+        None,
+        help="World dir or YAML target: the run config whose stages train (default: the world "
+        "dir's run_config.yaml, else demo).",
+    ),
+    baselines: bool = typer.Option(True, help="Also measure the majority / nearest baselines."),
+    refresh: bool = typer.Option(False, help="Run dir: measure again, not from the cache."),
+    out: Path = typer.Option(None, help="Write the figures as JSON here."),
+) -> None:
+    """Contamination check (also `arcforge eval contamination`): per suite, held-out references
+    with at least half of their 13-token windows in training text, and duplicated prompts;
+    with the trivial baselines. A run dir caches both under RUN_DIR/checks/."""
+    import json
+
+    from arcforge.config import load_config
+    from arcforge.eval.baselines import run_baselines, world_baselines
+    from arcforge.eval.contamination import (
+        check_world,
+        eval_counts,
+        format_table,
+        run_contamination,
+    )
+
+    if not target.exists():
+        raise UserError(f"{target}: no such run dir, world dir or config file")
+    if (target / "config.yaml").exists():
+        if not (target / "world" / "DONE").exists():
+            raise UserError(f"{target} has no saved world yet (run at least its world step)")
+        cont = run_contamination(target, refresh)
+        base = run_baselines(target, refresh) if baselines else None
+    else:
+        from arcforge.stages import build_world_from_cfg
+        from arcforge.world import World
+
+        if target.is_dir():
+            if not (target / "config.json").exists():
+                raise UserError(f"{target} is neither a run dir (config.yaml) nor a saved world "
+                                "(config.json)")  # fmt: skip
+            saved = target / "run_config.yaml"  # written by `arcforge world --out`
+            cfg = load_config(config or (saved if saved.exists() else None))
+            w = World.load(target)
+        else:
+            cfg = load_config(config or target)
+            w = build_world_from_cfg(cfg)
+        counts = eval_counts(cfg.eval)
+        cont = check_world(w, cfg.stages, None, counts)
+        base = world_baselines(w, counts) if baselines else None
+    assert cont is not None
+    typer.echo(format_table(cont))
+    for src, m in cont["training_sources"].items():
+        if m["missing"]:
+            typer.echo(f"note: {src} not read: {m['missing']}")
+    if base:
+        typer.echo("baselines (majority / nearest train):")
+        for s, r in base["suites"].items():
+            how = ", executed" if r["executed"] else ""
+            typer.echo(f"  {s:<13} {r['majority']:.3f} / {r['nearest']:.3f}  (n={r['n']}{how})")
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"contamination": cont, "baselines": base}, indent=1))
+
+
 @app.command("eval-judge")
 def eval_judge(
     projects: list[Path] = typer.Argument(..., help="Front-end project directories."),
@@ -609,6 +709,8 @@ def eval_judge(
 def main() -> None:
     if sys.argv[1:3] == ["eval", "judge"]:  # `eval` is a command, so its `judge` is an alias
         sys.argv[1:3] = ["eval-judge"]
+    if sys.argv[1:3] == ["eval", "contamination"]:
+        sys.argv[1:3] = ["eval-contamination"]
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _quiet_transformers()
     try:

@@ -4,11 +4,18 @@ Each stage writes `RUN_DIR/<stage>/` (the `checkpoint/` save_pretrained dir, `me
 `config.yaml` with the stage's resolved config, and `DONE` once finished). Rerunning skips
 stages whose DONE exists and resumes an interrupted stage from its `state/`. Stage kinds map to
 runner functions in `STAGE_RUNNERS`; later stages (RL, distillation) register there too.
+
+For resume tests, `ARCFORGE_KILL_AFTER=<stage>:<n>` makes the process SIGKILL itself right
+after the n-th metrics row (`MetricsLog.write`, any of the stage's logs: an RL stage writes one
+per step, the general-RL stage its reward model's steps first) written while stage <stage>
+runs: a crash at a chosen, repeatable point, with nothing flushed or cleaned up.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,6 +98,33 @@ def stage_done(run_dir: Path, name: str) -> bool:
     return (run_dir / name / "DONE").exists()
 
 
+KILL_ENV = "ARCFORGE_KILL_AFTER"
+
+
+def arm_kill_hook(stage_name: str) -> Callable[[], None] | None:
+    """With `ARCFORGE_KILL_AFTER=<stage_name>:<n>`, SIGKILL this process right after the n-th
+    metrics row from now; returns the function that disarms it (None when the variable names
+    no such stage)."""
+    spec = os.environ.get(KILL_ENV, "")
+    name, _, n = spec.rpartition(":")
+    if name != stage_name:
+        return None
+    if not n.isdigit() or int(n) < 1:
+        raise UserError(f"{KILL_ENV}={spec!r}: expected <stage>:<rows>, rows a positive integer")
+    from arcforge.train.loop import MetricsLog
+
+    write, left = MetricsLog.write, [int(n)]
+
+    def write_then_maybe_kill(self, **row) -> None:
+        write(self, **row)
+        left[0] -= 1
+        if left[0] == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    MetricsLog.write = write_then_maybe_kill  # type: ignore[method-assign]
+    return lambda: setattr(MetricsLog, "write", write)
+
+
 def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
     """Run one stage unless it is done; returns its summary."""
     out = ctx.stage_dir(stage.name)
@@ -102,10 +136,28 @@ def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(stage.model_dump(mode="json"), sort_keys=False))
     t0 = time.time()
-    summary = runner(ctx, stage, out)
+    disarm = arm_kill_hook(stage.name)
+    try:
+        summary = runner(ctx, stage, out)
+    finally:
+        if disarm is not None:
+            disarm()
     summary = {"stage": stage.name, "kind": stage.kind, "seconds": time.time() - t0, **summary}
     (out / "DONE").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def record_seconds(run_dir: Path, key: str, seconds: float, stage: str | None = None) -> None:
+    """Note measured wall seconds in RUN_DIR/timing.json (`setup_seconds`: world and tokenizer
+    generation; `eval_seconds[stage]`: a stage's evaluation), which the report adds to each
+    stage's own `seconds` (its DONE summary) for the run's total."""
+    path = run_dir / "timing.json"
+    timing = json.loads(path.read_text()) if path.exists() else {}
+    if stage is None:
+        timing[key] = round(seconds, 2)
+    else:
+        timing.setdefault(key, {})[stage] = round(seconds, 2)
+    path.write_text(json.dumps(timing, indent=1) + "\n")
 
 
 def run_pipeline(
@@ -125,8 +177,12 @@ def run_pipeline(
     ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)
     register_run_dir(str(run_dir))  # `{run_dir}` in source paths
+    fresh = not (run_dir / "world" / "DONE").exists()
+    t0 = time.time()
     ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
     ctx.tokenizer  # noqa: B018
+    if fresh:  # generated now (a resumed run only reads them back)
+        record_seconds(run_dir, "setup_seconds", time.time() - t0)
     (run_dir / "config.yaml").write_text(dump_config(cfg))  # once the saved world agrees
     for stage in cfg.stages:
         summary = run_stage(ctx, stage)
@@ -139,7 +195,11 @@ def run_pipeline(
             )
         )
         if evaluate:
+            measured = not (run_dir / "eval" / f"{stage.name}.json").exists()
+            t0 = time.time()
             evaluate_run(ctx, only=[stage.name])
+            if measured:  # evaluated now, not read from an earlier session's results
+                record_seconds(run_dir, "eval_seconds", time.time() - t0, stage.name)
         if until and stage.name == until:
             break
     if report:

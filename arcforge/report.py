@@ -1,9 +1,12 @@
 """The run report: capability matrix, training curves and what each stage changed.
 
 `write_report(run_dir)` reads only files the run wrote (stage DONE summaries, metrics.jsonl,
-eval/<stage>.json) and writes `report.json` (for tools), `report.md`, `report.html` and PNG
-plots under `plots/`. Every number comes from the run; nothing is computed that the run did not
-measure. "Beyond the CI" means the two stages' 95% intervals do not overlap.
+eval/<stage>.json, timing.json) and writes `report.json` (for tools), `report.md`,
+`report.html` and PNG plots under `plots/`. Every number comes from the run; nothing is computed
+that the run did not measure, except the contamination check and the trivial baselines, which
+are measured once per run on its saved world and cached in checks/contamination.json and
+checks/baselines.json (arcforge.eval.contamination, arcforge.eval.baselines). "Beyond the CI"
+means the two stages' 95% intervals do not overlap.
 """
 
 from __future__ import annotations
@@ -62,15 +65,39 @@ def collect(run_dir: Path) -> dict[str, Any]:
                     hops.setdefault(suite, {})[name] = r["by_hops"]
                 if r.get("reused_from"):
                     info.setdefault("eval_reused_from", r["reused_from"])
+    timing = _read_json(run_dir / "timing.json") or {}
+    for info in stages:
+        if info["name"] in timing.get("eval_seconds", {}):
+            info["eval_seconds"] = timing["eval_seconds"][info["name"]]
+    contamination = _read_json(run_dir / "checks" / "contamination.json")
+    baselines = _read_json(run_dir / "checks" / "baselines.json")
     return {
         "run": cfg.get("name", run_dir.name),
         "matrix": matrix,
         "stages": stages,
+        "total_seconds": total_seconds(stages, timing, contamination, baselines),
+        "setup_seconds": timing.get("setup_seconds"),
         "changes": changes(matrix, [s["name"] for s in stages], items, clusters),
         "forgetting": forgetting(matrix, stages),
         "outcomes": outcomes,
         "by_hops": hops,
+        "contamination": contamination,
+        "baselines": baselines,
     }
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def total_seconds(stages: list[dict], timing: dict, *checks: dict | None) -> float:
+    """The run's measured wall seconds: world and tokenizer setup, every stage's training and
+    its evaluation, and the contamination / baseline checks. A stage resumed after a kill
+    counts its last session; the report's own writing is not counted."""
+    total = float(timing.get("setup_seconds") or 0.0)
+    for s in stages:
+        total += float(s.get("seconds") or 0.0) + float(s.get("eval_seconds") or 0.0)
+    return total + sum(float(c.get("seconds") or 0.0) for c in checks if c)
 
 
 def changes(
@@ -303,11 +330,24 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     lines = [f"# arcforge report: {rep['run']}"] + _table_head(
         "Capability matrix",
         "Score with 95% CI and n per suite (rows) and stage checkpoint (columns). "
-        "`lm_loss` is a held-out loss: lower is better.",
-        ["suite", *cols],
+        "`lm_loss` is a held-out loss: lower is better. `contam.`: the share of the suite's "
+        "held-out items whose reference has at least half of its 13-token windows in training "
+        "text, then test prompts duplicated in the train split / in training text "
+        "(arcforge.eval.contamination; * expected by design, reason below). Under each row: "
+        "the trivial baselines on the same items, scored like the suite (majority: the most "
+        "common train reference for every item; nearest: the reference of the most similar "
+        "train prompt); a stage's score is read against them.",
+        ["suite", "contam.", *cols],
     )
+    cont = (rep.get("contamination") or {}).get("suites", {})
+    base = (rep.get("baselines") or {}).get("suites", {})
     for suite, by in rep["matrix"].items():
-        lines.append(f"| {suite} | " + " | ".join(_fmt(by.get(c), suite) for c in cols) + " |")
+        cells = " | ".join(_fmt(by.get(c), suite) for c in cols)
+        lines.append(f"| {suite} | {_contam_cell(cont, suite)} | {cells} |")
+        b = _baseline_cell(base, suite)
+        if b:
+            lines.append(f"| ↳ baselines | | {b} |" + " |" * (len(cols) - 1))
+    lines += _expected_md(cont, rep["matrix"])
     for s in rep["stages"]:
         if s.get("eval_reused_from"):
             lines += [
@@ -338,10 +378,19 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     lines += _forgetting_md(rep.get("forgetting", []))
     lines += _outcomes_md(rep.get("outcomes", {}), order)
     lines += _hops_md(rep.get("by_hops", {}), order)
-    lines += ["", "## Stages", "", "| stage | kind | seconds | summary |", "|---|---|---|---|"]
+    lines += _contamination_md(rep.get("contamination"), rep.get("baselines"))
+    total = rep.get("total_seconds")
+    lines += ["", "## Stages", "",
+              f"Wall time measured: {total:.0f} s in all (setup "
+              f"{rep.get('setup_seconds') or 0:.0f} s, every stage's training and evaluation, "
+              "the contamination and baseline checks)." if total else "No timing recorded.",
+              "", "| stage | kind | seconds | eval seconds | summary |",
+              "|---|---|---|---|---|"]  # fmt: skip
     for s in rep["stages"]:
         extra = {
-            k: v for k, v in s.items() if k not in ("name", "kind", "done", "stage", "seconds")
+            k: v
+            for k, v in s.items()
+            if k not in ("name", "kind", "done", "stage", "seconds", "eval_seconds")
         }
         summ = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -349,10 +398,72 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
             if not isinstance(v, dict | list)
         )
         secs = f"{s['seconds']:.0f}" if "seconds" in s else "not run"
-        lines.append(f"| {s['name']} | {s['kind']} | {secs} | {summ} |")
+        ev = f"{s['eval_seconds']:.0f}" if "eval_seconds" in s else "–"
+        lines.append(f"| {s['name']} | {s['kind']} | {secs} | {ev} | {summ} |")
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}](plots/{p})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _check_suite(suite: str) -> str | None:
+    """The exported suite (arcforge.world.export) an eval suite's items come from."""
+    from arcforge.world.export import EVAL_TO_SUITE
+
+    return EVAL_TO_SUITE.get(suite)
+
+
+# eval suites scored the way the baselines are (a final answer or an executed solution)
+BASELINE_SUITES = ("reasoning", "reasoning_greedy", "tir", "tir_avg", "tool", "tool_avg",
+                   "search", "search_avg", "chat", "long_context", "code", "code_avg",
+                   "terminal", "terminal_avg", "swe", "swe_avg", "explore")  # fmt: skip
+
+
+def _contam_cell(cont: dict, suite: str) -> str:
+    r = cont.get(_check_suite(suite) or "")
+    if not r:
+        return "–"
+    mark = "*" if r.get("expected") else ""
+    return f"{r['share']:.2f}{mark} ({r['dup_train_test']}/{r['dup_in_training']})"
+
+
+def _baseline_cell(base: dict, suite: str) -> str:
+    r = base.get(_check_suite(suite) or "") if suite in BASELINE_SUITES else None
+    if not r:
+        return ""
+    how = f"n={r['n']}, executed" if r.get("executed") else f"n={r['n']}"
+    return f"majority {r['majority']:.3f} · nearest {r['nearest']:.3f} ({how})"
+
+
+def _expected_md(cont: dict, matrix: dict) -> list[str]:
+    """Why a suite's contamination is expected by design, for the suites in the matrix."""
+    shown = dict.fromkeys(s for s in map(_check_suite, matrix) if s)
+    notes = [f"- \\* {s}: {cont[s]['expected']}" for s in shown if cont.get(s, {}).get("expected")]
+    return ["", *notes] if notes else []
+
+
+def _contamination_md(cont: dict | None, base: dict | None) -> list[str]:
+    """Every checked suite's contamination figures and baselines (also those no eval scores)."""
+    if not cont and not base:
+        return []
+    cs, bs = (cont or {}).get("suites", {}), (base or {}).get("suites", {})
+    out = _table_head(
+        "Contamination and baselines",
+        "Per suite of the world: held-out items checked, the share whose reference has at "
+        "least half of its 13-token windows in training text (regex word/punctuation tokens; "
+        "a reference under 13 tokens: its whole token sequence), test prompts that are train "
+        "prompts, test prompts found whole in training text, and the two baselines "
+        "(executed suites: the first n items).",
+        ["suite", "n", "contaminated", "dup train/test", "dup in training text",
+         "majority", "nearest", "expected because"],
+    )  # fmt: skip
+    for s in dict.fromkeys([*cs, *bs]):
+        c, b = cs.get(s), bs.get(s)
+        cells = [str(c["n"]), f"{c['share']:.2f}", str(c["dup_train_test"]),
+                 str(c["dup_in_training"])] if c else ["–"] * 4  # fmt: skip
+        cells += [f"{b['majority']:.3f} (n={b['n']})", f"{b['nearest']:.3f}"] if b else ["–"] * 2
+        cells.append((c or {}).get("expected") or "")
+        out.append(f"| {s} | " + " | ".join(cells) + " |")
+    return out
 
 
 def _table_head(title: str, text: str, cols: list[str]) -> list[str]:
@@ -466,9 +577,26 @@ def render_html(md: str, plots: Path, names: list[str]) -> str:
     )
 
 
+def run_checks(run_dir: Path) -> None:
+    """Measure the contamination check and the baselines once per run (cached under checks/; a
+    run without a saved world yet has neither). A check that fails is reported in one line and
+    left out of the report: the rest of a finished run's report is still written."""
+    from arcforge.eval.baselines import run_baselines
+    from arcforge.eval.contamination import run_contamination
+
+    if not (run_dir / "config.yaml").exists():
+        return
+    for name, fn in (("contamination", run_contamination), ("baselines", run_baselines)):
+        try:
+            fn(run_dir)
+        except Exception as err:  # the report of a finished run is written regardless
+            print(f"[report] {name} check skipped: {type(err).__name__}: {err}")
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Write report.json / report.md / report.html / plots for a run; returns report.md."""
     run_dir = Path(run_dir)
+    run_checks(run_dir)
     rep = collect(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
