@@ -167,10 +167,10 @@ def world(
     """Generate the embedded world (corpus, task pools, SFT demos), print its sizes, and write it
     as files to audit: DIR/suites/<suite>/{train,test}.jsonl (id, prompt, reference),
     DIR/text/<source>.jsonl (every text the config's training stages read) and the config."""
+    from arcforge.audit.contamination import eval_counts
+    from arcforge.audit.export import export_world
     from arcforge.config import dump_config
-    from arcforge.eval.contamination import eval_counts
     from arcforge.stages import build_world_from_cfg
-    from arcforge.world.export import export_world
 
     cfg = _load(args)
     w = build_world_from_cfg(cfg)
@@ -626,14 +626,14 @@ def eval_contamination(
     with the trivial baselines. A run dir caches both under RUN_DIR/checks/."""
     import json
 
-    from arcforge.config import load_config
-    from arcforge.eval.baselines import run_baselines, world_baselines
-    from arcforge.eval.contamination import (
+    from arcforge.audit.baselines import run_baselines, world_baselines
+    from arcforge.audit.contamination import (
         check_world,
         eval_counts,
         format_table,
         run_contamination,
     )
+    from arcforge.config import load_config
 
     if not target.exists():
         raise UserError(f"{target}: no such run dir, world dir or config file")

@@ -5,7 +5,7 @@ eval/<stage>.json, timing.json) and writes `report.json` (for tools), `report.md
 `report.html` and PNG plots under `plots/`. Every number comes from the run; nothing is computed
 that the run did not measure, except the contamination check and the trivial baselines, which
 are measured once per run on its saved world and cached in checks/contamination.json and
-checks/baselines.json (arcforge.eval.contamination, arcforge.eval.baselines). "Beyond the CI"
+checks/baselines.json (arcforge.audit.contamination, arcforge.audit.baselines). "Beyond the CI"
 means the two stages' 95% intervals do not overlap.
 """
 
@@ -333,7 +333,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         "`lm_loss` is a held-out loss: lower is better. `contam.`: the share of the suite's "
         "held-out items whose reference has at least half of its 13-token windows in training "
         "text, then test prompts duplicated in the train split / in training text "
-        "(arcforge.eval.contamination; * expected by design, reason below). Under each row: "
+        "(arcforge.audit.contamination; * expected by design, reason below). Under each row: "
         "the trivial baselines on the same items, scored like the suite (majority: the most "
         "common train reference for every item; nearest: the reference of the most similar "
         "train prompt); a stage's score is read against them.",
@@ -406,8 +406,8 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
 
 
 def _check_suite(suite: str) -> str | None:
-    """The exported suite (arcforge.world.export) an eval suite's items come from."""
-    from arcforge.world.export import EVAL_TO_SUITE
+    """The exported suite (arcforge.audit.export) an eval suite's items come from."""
+    from arcforge.audit.export import EVAL_TO_SUITE
 
     return EVAL_TO_SUITE.get(suite)
 
@@ -581,8 +581,8 @@ def run_checks(run_dir: Path) -> None:
     """Measure the contamination check and the baselines once per run (cached under checks/; a
     run without a saved world yet has neither). A check that fails is reported in one line and
     left out of the report: the rest of a finished run's report is still written."""
-    from arcforge.eval.baselines import run_baselines
-    from arcforge.eval.contamination import run_contamination
+    from arcforge.audit.baselines import run_baselines
+    from arcforge.audit.contamination import run_contamination
 
     if not (run_dir / "config.yaml").exists():
         return

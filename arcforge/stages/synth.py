@@ -100,7 +100,8 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[li
     cfg = SWESynthConfig(runs=stage.runs, backend=stage.backend, workers=stage.workers,
                          max_bugs=stage.swe_bugs, seed=stage.seed,
                          llm=llm if stage.swe_llm_rewrite else None)  # fmt: skip
-    for repo in ctx.world.repos[: stage.swe_repos]:
+    train_repos = [r for r in ctx.world.repos if r.split == "train"]  # never a held-out repo
+    for repo in train_repos[: stage.swe_repos]:
         src = out / "swe" / "repos" / repo.name
         if not (src / ".git").exists():
             repo.materialize(src, git=True)

@@ -134,9 +134,10 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     corpus, heldout = _corpora(cfg, mrng, pages, repos, n_test_repos, task_probs, people,
                                set(kb.by_name))  # fmt: skip
 
+    tool = tool_tasks(_rng(cfg, "tool"), kb, cfg.n(t.tool[0]), cfg.n(t.tool[1]))
     pools = {
         "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),
-        "tool": tool_tasks(_rng(cfg, "tool"), kb, cfg.n(t.tool[0]), cfg.n(t.tool[1])),
+        "tool": tool,
         "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
         "long_context": long_context_tasks(kb, pages, cfg.long_context_chars, cfg.seed,
                                            cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
@@ -150,7 +151,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
                          cfg.swe_fresh_functions,
                          _rng(cfg, "swe_balance") if cfg.swe_balance else None),
         "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1]),
-                               cfg.search_hops),
+                               cfg.search_hops, {x.instruction for x in tool[0] + tool[1]}),
     }  # fmt: skip
     task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}
     world = World(cfg, kb, pages, repos, corpus, heldout, task_pools, [])
@@ -239,6 +240,7 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         )
     cfg, kb = world.config, world.kb
     have = {t.instruction for s in ("train", "test") for t in world.task_pools[suite][s]}
+    have |= {t.instruction for pool in world.task_pools.values() for t in pool["test"]}
     n_dev, n_fresh = cfg.n(DEV_SIZE, 4), len(world.task_pools[suite]["train"])
     n = n_dev + n_fresh
     rng = _rng(cfg, f"fresh:{suite}")

@@ -540,6 +540,27 @@ def load_source(source: str) -> dict:
     return ns
 
 
+_TRIVIAL = ("None", "0", "[]", "''", "{}", "1")
+
+
+def informative_calls(ns: dict, name: str, gen: Callable[[random.Random], tuple],
+                      rng: random.Random, k: int, tries: int = 24) -> list[tuple[str, str]]:  # fmt: skip
+    """`k` distinct calls of `name` (defined in `ns`) with their outputs, chosen from `tries`
+    draws so that outputs differ and few are trivial (None, 0, empty): tests that tell a
+    function from its neighbours in the space, not only from garbage."""
+    drawn: dict[str, str] = {}
+    for _ in range(tries):
+        call = call_src(name, gen(rng))
+        drawn.setdefault(call, call_repr(ns, call))
+    by_output: dict[str, list[str]] = {}
+    for call, out in drawn.items():
+        by_output.setdefault(out, []).append(call)
+    # one call per distinct output first (non-trivial outputs before trivial ones), then repeats
+    firsts = sorted(by_output, key=lambda o: o in _TRIVIAL)
+    order = [by_output[o][0] for o in firsts] + [c for o in firsts for c in by_output[o][1:]]
+    return [(c, drawn[c]) for c in order[:k]]
+
+
 def snippet_doc(rng: random.Random, tpl: FuncTemplate, name: str, n_examples: int) -> str:
     """A standalone code document: the function plus REPL-style examples with real outputs."""
     src = tpl.render(name)

@@ -47,11 +47,12 @@ def explore_task(repo: Repo, path: str, name: str, doc: str, max_reads: int = 2)
 
 
 def explore_tasks(repos: list[Repo], seed: int, n: int, split: str = "test") -> list[Task]:
-    """`n` exploration tasks over the repos of `split` (distinct targets), a pure function of
-    (seed, split)."""
+    """Up to `n` exploration tasks over the repos of `split`, one per module file (so each item
+    has its own answer), a pure function of (seed, split)."""
     rng = random.Random(f"{seed}:explore:{split}")
     pool = [(r, *target) for r in repos if r.split == split for target in explore_targets(r)]
     rng.shuffle(pool)
+    pool = list({(r.name, path): (r, path, name, doc) for r, path, name, doc in pool}.values())
     out = []
     for i, (repo, path, name, doc) in enumerate(pool[:n]):
         t = explore_task(repo, path, name, doc)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from arcforge.world.bugtests import add_tests, drop_tests, expected_value, fresh_calls, passes
-from arcforge.world.codelib import FuncTemplate, call_repr, call_src, load_source
+from arcforge.world.codelib import FuncTemplate, call_repr, informative_calls, load_source
 from arcforge.world.mutations import KINDS, Mutation, mutations
 
 MAX_F2P = 3  # hidden tests that fail under the bug (SWE-bench instances mostly have 1-3)
@@ -362,8 +362,10 @@ def _composite(rng: random.Random, chosen: list[tuple[FuncTemplate, str]], taken
     )  # fmt: skip
     op, word = rng.choice(COMBINE)
     p = {"lists": "xs", "numbers": "n", "words": "text", "chars": "s", "records": "d"}[t1.theme]
-    src = (f'def {name}({p}):\n    """Return {n1}({p}) {word} {n2}({p})."""\n'
-           f"    first = {n1}({p})\n    second = {n2}({p})\n    return first {op} second\n")
+    src = (
+        f'def {name}({p}):\n    """Return {n1}({p}) {word} {n2}({p})."""\n'
+        f"    first = {n1}({p})\n    second = {n2}({p})\n    return first {op} second\n"
+    )
     return name, src, t1
 
 
@@ -401,9 +403,9 @@ def make_repo(rng: random.Random, name: str, n_modules: int, functions: list[Fun
         imported = sorted(n for n, _ in gens)
         body = [f"from {package}.{module} import {', '.join(imported)}\n"]
         for fn, gen in gens:
-            calls = list(dict.fromkeys(call_src(fn, gen(rng)) for _ in range(14)))
-            for i, call in enumerate(calls[:3]):
-                expected = call_repr(ns, call)
+            picked = informative_calls(ns, fn, gen, rng, 14, tries=28)
+            calls = [c for c, _ in picked]
+            for i, (call, expected) in enumerate(picked[:3]):
                 test = f"test_{fn}_{i}"
                 cases.append(TestCase(tpath, test, call, expected))
                 body.append(f"\ndef {test}():\n    assert {call} == {expected}\n")

@@ -19,7 +19,7 @@ from itertools import zip_longest
 from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 from arcforge.types import Task, Validation
 from arcforge.world.chat import make_chat_item
-from arcforge.world.codelib import CodeSpace, FuncTemplate, call_repr, call_src, load_source
+from arcforge.world.codelib import CodeSpace, FuncTemplate, informative_calls, load_source
 from arcforge.world.kb import KB
 from arcforge.world.longctx import make_long_items
 from arcforge.world.mathgen import Problem
@@ -34,10 +34,12 @@ SUITES = ("reasoning", "tool", "chat", "long_context", "code", "terminal", "swe"
 Split = tuple[list[Task], list[Task]]
 
 
-def _distinct(make: Callable[[], Task | None], n: int) -> list[Task]:
-    """Draw up to `n` tasks with distinct instructions (gives up after 30n tries)."""
+def _distinct(make: Callable[[], Task | None], n: int, exclude: set[str] | None = None
+              ) -> list[Task]:  # fmt: skip
+    """Draw up to `n` tasks with distinct instructions, none in `exclude` (another suite's
+    prompts); gives up after 30n tries."""
     out: list[Task] = []
-    seen: set[str] = set()
+    seen: set[str] = set(exclude or ())
     for _ in range(30 * n):
         if len(out) >= n:
             break
@@ -92,9 +94,10 @@ def tool_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
 
 
 def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_test: int,
-                 hops: Sequence[int] = (2, 2, 3)) -> Split:  # fmt: skip
+                 hops: Sequence[int] = (2, 2, 3), exclude: set[str] | None = None) -> Split:  # fmt: skip
     """Multi-hop questions from low-popularity entities, each hop count drawn from `hops`
-    (world option `search_hops`), with the pages that hold each hop's fact as evidence."""
+    (world option `search_hops`), with the pages that hold each hop's fact as evidence; none
+    is a question of `exclude` (the tool suite's: one-hop questions of both look alike)."""
     if not hops or any(h < 1 for h in hops):
         raise ValueError(f"search hops must be a non-empty list of counts >= 1, got {list(hops)}")
     main_page = {p.subject: p.id for p in pages if p.title == p.subject}
@@ -110,7 +113,7 @@ def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_
         evidence = [main_page[t.subject] for t in q.path if t.subject in main_page]
         return _question_task("search", q, ["search", "open_page"], {"evidence": evidence})
 
-    return _cut("search", _distinct(make, n_train + n_test), n_train)
+    return _cut("search", _distinct(make, n_train + n_test, exclude), n_train)
 
 
 def chat_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
@@ -146,18 +149,14 @@ def code_task(rng: random.Random, tpl: FuncTemplate, name: str) -> Task:
     function (CodeEnv prepends `context["stub"]` when the reply does not define `name`)."""
     src = tpl.render(name)
     ns = load_source(src)
-    example = call_src(name, tpl.gen(rng))
-    asserts = []
-    for _ in range(5):
-        call = call_src(name, tpl.gen(rng))
-        asserts.append(
-            f"def test_{name}_{len(asserts)}():\n    assert {call} == {call_repr(ns, call)}\n"
-        )
+    (example, shown), *graded = informative_calls(ns, name, tpl.gen, rng, 6)
+    asserts = [f"def test_{name}_{i}():\n    assert {call} == {out}\n"
+               for i, (call, out) in enumerate(graded)]  # fmt: skip
     tests = f"from solution import {name}\n\n\n" + "\n\n".join(asserts)
     stub = tpl.stub(name)
     ins = (f"Complete the Python function `{name}` below; reply with its body (or the whole "
            f"function) in a ```python block. For example, `{example}` returns "
-           f"`{call_repr(ns, example)}`.\n```python\n{stub}```")  # fmt: skip
+           f"`{shown}`.\n```python\n{stub}```")  # fmt: skip
     return Task("", "code", ins, context={"stub": stub}, validation=Validation(tests=tests),
                 difficulty=0.5,
                 metadata={"entry_point": name, "solution": src, "body": tpl.body(name),
@@ -264,7 +263,7 @@ def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names:
     """Append to `tasks` until it holds `n` distinct bugs (10n tries), drawn from `group`. A
     test bug tries the kinds the split has least of first (in turn among equals); no two test
     bugs share a function or a fixed definition (a small world may yield fewer than `n`)."""
-    for i in range(n * 10):
+    for _ in range(n * 10):
         if len(tasks) >= n or not group:
             break
         repo = origin = rng.choice(group)

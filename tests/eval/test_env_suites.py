@@ -71,7 +71,11 @@ def test_code_items_of_one_held_out_function_form_one_cluster(world):
     assert solution_clusters(tasks) is None
     a, b = code_space(world.config.seed).test[:2]  # a function asked twice, another once
     rng = random.Random(0)
-    asked = [code_task(rng, a, a.names[0]), code_task(rng, a, a.names[0]), code_task(rng, b, b.names[0])]
+    asked = [
+        code_task(rng, a, a.names[0]),
+        code_task(rng, a, a.names[0]),
+        code_task(rng, b, b.names[0]),
+    ]
     assert asked[0].instruction != asked[1].instruction  # another example, other hidden tests
     labels = solution_clusters(asked)
     assert labels is not None and labels[0] == labels[1] != labels[2]

@@ -113,5 +113,9 @@ def test_parts_that_do_not_fit_are_refused():
     rng = random.Random(0)
     # a join needs strings; a count ignores a map; an argument needs a parameterised filter
     assert compose(lists, None, None, None, None, _red("join"), False, rng) is None
-    assert compose(lists, None, None, _part(INT_MAPS, "sq"), None, _red("count"), False, rng) is None
-    assert compose(lists, _part(INT_FILTERS, "odd"), None, None, None, _red("sum"), True, rng) is None
+    assert (
+        compose(lists, None, None, _part(INT_MAPS, "sq"), None, _red("count"), False, rng) is None
+    )
+    assert (
+        compose(lists, _part(INT_FILTERS, "odd"), None, None, None, _red("sum"), True, rng) is None
+    )

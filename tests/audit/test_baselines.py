@@ -1,12 +1,12 @@
-"""Trivial baselines (arcforge.eval.baselines): the nearest train item, the majority answer, and
+"""Trivial baselines (arcforge.audit.baselines): the nearest train item, the majority answer, and
 both scored with the suite's own scorer, by execution for code."""
 
 from dataclasses import replace
 
 import pytest
 
+from arcforge.audit.baselines import nearest_indices, suite_baselines, world_baselines
 from arcforge.envs.sandbox_bwrap import bwrap_available
-from arcforge.eval.baselines import nearest_indices, suite_baselines, world_baselines
 from arcforge.types import Task, Validation
 from arcforge.world import WorldConfig, build_world
 

@@ -112,7 +112,7 @@ def _exec_score(world: Any, suite: str, pred: str, task: Task) -> float:
 
 def _answer(suite: str, task: Task) -> str:
     """What a baseline copies from a train item: the text a model writes for it."""
-    from arcforge.world.export import reference_of, solution_of
+    from arcforge.audit.export import reference_of, solution_of
 
     if suite == "code":
         return solution_of(task) or reference_of(task)
@@ -152,7 +152,7 @@ def world_baselines(world: Any, counts: dict[str, int] | None = None, max_exec: 
                     suites: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """Both baselines for every exported suite (or those in `suites`) that has a scorer
     (`counts`: test items the eval scores per suite, as in the contamination check)."""
-    from arcforge.world.export import EXPORT_SUITES, split_tasks
+    from arcforge.audit.export import EXPORT_SUITES, split_tasks
 
     t0 = time.time()
     out: dict[str, Any] = {}
@@ -167,8 +167,8 @@ def world_baselines(world: Any, counts: dict[str, int] | None = None, max_exec: 
 def run_baselines(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None:
     """RUN_DIR/checks/baselines.json, computed once per run from its saved world for the suites
     its eval config scores (None when the run has no saved world yet)."""
+    from arcforge.audit.contamination import eval_counts
     from arcforge.config import load_config
-    from arcforge.eval.contamination import eval_counts
     from arcforge.world import World
 
     path = run_dir / "checks" / "baselines.json"

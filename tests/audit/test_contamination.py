@@ -1,11 +1,11 @@
 """The contamination check: window shares, the half threshold, short references, duplicated
-prompts, and a reference planted in a training source being found (arcforge.eval.contamination)."""
+prompts, and a reference planted in a training source being found (arcforge.audit.contamination)."""
 
 import json
 
 import pytest
 
-from arcforge.eval.contamination import (
+from arcforge.audit.contamination import (
     WINDOW,
     TrainingIndex,
     check_world,

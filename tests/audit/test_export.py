@@ -1,4 +1,4 @@
-"""The world as files (arcforge.world.export): suite files with id/prompt/reference, text files
+"""The world as files (arcforge.audit.export): suite files with id/prompt/reference, text files
 holding what the stages read (the corpus whole, RL prompts without answers), the CLI."""
 
 import json
@@ -6,9 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from arcforge.audit.export import EXPORT_SUITES, export_world, source_file_name, training_texts
 from arcforge.cli import app
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.export import EXPORT_SUITES, export_world, source_file_name, training_texts
 
 STAGES = [
     {"name": "pretrain", "kind": "pretrain", "sources": [{"source": "world:corpus"}]},

@@ -1,6 +1,6 @@
 """Contamination check: do held-out references or prompts appear in what training reads?
 
-Per exported suite (arcforge.world.export), over the test items the eval scores:
+Per exported suite (arcforge.audit.export), over the test items the eval scores:
 - `contaminated`: items whose reference solution has at least half of its 13-token windows in
   the training text (`training_texts`, every source every stage reads). The solution is the
   text a model writes (`solution`: a code body, an SWE fixed body) where the item has one, else
@@ -48,6 +48,9 @@ EXPECTED = {
     "suite measures finding them by search); judged by prompt duplicates",
     "long_context": "answers are knowledge-base facts the corpus pages state; the suite measures "
     "retrieving one from a long context; judged by prompt duplicates",
+    "terminal": "references are short shell commands of a few task families; a held-out task "
+    "holds out its instruction and slot values (directories, files, keywords), not its family's "
+    "command shape, so windows of that shape recur; judged by prompt duplicates",
 }
 
 
@@ -162,7 +165,7 @@ def check_world(world: Any, stages: list[Any], run_dir: Path | None = None,
                 counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
     """The contamination figures of every exported suite for a world and the stages that train
     on it (`counts`: the test items the eval scores per suite)."""
-    from arcforge.world.export import suite_items, training_texts
+    from arcforge.audit.export import suite_items, training_texts
 
     t0 = time.time()
     sources = training_texts(world, stages, run_dir)
@@ -179,7 +182,7 @@ def check_world(world: Any, stages: list[Any], run_dir: Path | None = None,
 
 def eval_counts(eval_cfg: Any) -> dict[str, int]:
     """Per exported suite, the most test items any configured eval suite of it scores."""
-    from arcforge.world.export import EVAL_TO_SUITE
+    from arcforge.audit.export import EVAL_TO_SUITE
 
     out: dict[str, int] = {}
     for name in eval_cfg.suites:

@@ -12,7 +12,7 @@
 so anyone can audit the splits with their own tools.
 
 `training_texts` is the single answer to "what does training read"; the contamination check
-(arcforge.eval.contamination) uses the same function. It walks every stage config for data
+(arcforge.audit.contamination) uses the same function. It walks every stage config for data
 sources (any `source:` entry: stage sources, distillation teachers, ORM training pairs), adds
 general RL's anchors and the synthesis stages' inputs, and renders each record as text:
 LM and SFT stages read the whole record (a chat's messages with reasoning and tool-call
@@ -25,8 +25,8 @@ ones training gets. Simplifications, each toward reading more rather than less:
 - `world:<suite>:unseen` (train tasks no demo shows) reads as the whole train split;
 - `jsonl:{run_dir}/...` files that an earlier stage of a run writes are read when they exist and
   listed as missing otherwise.
-The stage-layer imports are function-local: this module is an audit view over the layers above
-the world, used only by the CLI and the evaluation check.
+It lives above the stage layer (arcforge.audit), so it may resolve sources through the stages'
+own code; the pipeline, the report and the CLI use it, nothing below does.
 """
 
 from __future__ import annotations
