@@ -21,24 +21,27 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from arcforge.device import run_device
+from arcforge.model.dsa import use_stable_topk
 from arcforge.model.tokenizer import save_tokenizer
 
 META_FILE = "arcforge.json"
 
 
-def init_model(config: PretrainedConfig, seed: int) -> LlamaForCausalLM:
-    """A freshly initialised Llama model; the same (config, seed) gives the same weights.
+def init_model(config: PretrainedConfig, seed: int) -> PreTrainedModel:
+    """A freshly initialised causal LM of `config`'s architecture (Llama, GLM-5, ...); the same
+    (config, seed) gives the same weights. DSA models get the deterministic top-k
+    (arcforge.model.dsa).
 
     The global RNG state is left untouched (the init runs under a forked RNG).
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-    return model
+        model = AutoModelForCausalLM.from_config(config)
+    return use_stable_topk(model)
 
 
 def load_model(
@@ -46,12 +49,13 @@ def load_model(
 ) -> PreTrainedModel:
     """Load any local HF causal LM directory (ours or a real checkpoint); no network.
 
-    The model is placed on `device`, by default the run's device (`arcforge.device`)."""
+    The model is placed on `device`, by default the run's device (`arcforge.device`); DSA
+    models get the deterministic top-k (arcforge.model.dsa)."""
     p = Path(path)
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"not a model directory (no config.json): {p}")
     model = AutoModelForCausalLM.from_pretrained(str(p), dtype=dtype, local_files_only=True)
-    return model.to(device or run_device())
+    return use_stable_topk(model).to(device or run_device())
 
 
 def save_checkpoint(

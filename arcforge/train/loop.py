@@ -2,10 +2,11 @@
 
 One function, `train_loop`: for each step, fetch the step's batch (a pure function of the step
 index, so a resumed run sees exactly the batches it would have seen), compute the loss, clip,
-step AdamW, advance the warmup + cosine schedule, log, and every `checkpoint_every` steps write a
-resumable state (weights, optimizer moments, step, RNG states) atomically. A run killed at any
-point and restarted continues from the last state with no repeated or skipped batch; metric
-lines written after that state are dropped on resume so the log has no duplicates.
+step the optimizer (arcforge.train.optim), advance the warmup + cosine schedule, log, and every
+`checkpoint_every` steps write a resumable state (weights, optimizer moments, step, RNG states)
+atomically. A run killed at any point and restarted continues from the last state with no
+repeated or skipped batch; metric lines written after that state are dropped on resume so the
+log has no duplicates.
 
 Phases let mid-training change the context length and RoPE base mid-run: each phase has its own
 step count, batch function and an `on_enter(model)` hook that is re-applied on resume.
@@ -31,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from arcforge.config import OptimCfg
 from arcforge.device import model_device, to_device
 from arcforge.progress import progress
+from arcforge.train.optim import Optimizer, build_optimizer
 
 Batch = Any
 LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, int]]  # (loss, n_tokens)
@@ -56,17 +58,6 @@ class LoopResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-def build_optimizer(model: torch.nn.Module, cfg: OptimCfg) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not norms, biases or embeddings' 1-D params)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=False)
-
-
 def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
     """Linear warmup to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio at `total`."""
     if cfg.warmup_steps and step < cfg.warmup_steps:
@@ -83,7 +74,7 @@ def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
 def save_state(
     state_dir: Path,
     model: torch.nn.Module,
-    opt: torch.optim.Optimizer,
+    opt: Optimizer,
     step: int,
     extra: dict[str, Any] | None = None,
     tensors: dict[str, dict[str, torch.Tensor]] | None = None,
@@ -117,7 +108,7 @@ def save_state(
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict:
+def load_state(state_dir: Path, model: torch.nn.Module, opt: Optimizer) -> dict:
     """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
     weights = load_file(str(state_dir / "model.safetensors"))
     model.load_state_dict(weights, strict=False)
@@ -137,7 +128,7 @@ def load_state(state_dir: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
 def checkpoint_if_due(
     state_dir: Path,
     model: torch.nn.Module,
-    opt: torch.optim.Optimizer,
+    opt: Optimizer,
     done: int,
     total: int,
     every: int,

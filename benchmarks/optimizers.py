@@ -1,0 +1,82 @@
+"""AdamW vs Muon vs Muon Split: held-out loss at equal tokens on the GLM-5 tiny model.
+
+Each optimizer pretrains the same initial `glm5-tiny` weights (MLA + DSA + MoE) on the same
+packed batches of the world corpus through `arcforge.train.lm.train_lm` (the loop every LM
+stage runs), with the same learning rate, warmup and cosine schedule (Muon's Moonlight scaling
+lets it share AdamW's learning rate). The held-out loss is measured on documents no batch
+contains. Prints each optimizer's held-out loss and step time, then
+`result: muon_vs_adamw=<AdamW held-out loss - Muon held-out loss>` (positive: Muon is ahead).
+torch runs one intra-op thread: the tiny model's ops are too small to gain from more, and on a
+busy 2-core machine more threads contend.
+
+Usage: python benchmarks/optimizers.py [--quick] [--steps N] [--lr LR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from arcforge.config import OptimCfg
+from arcforge.data.packing import PackedDataset
+from arcforge.model.checkpoint import count_params, init_model
+from arcforge.model.presets import build_config
+from arcforge.model.tokenizer import train_tokenizer
+from arcforge.train.lm import heldout_loss, train_lm
+from arcforge.train.loop import Phase
+from arcforge.world import WorldConfig, build_world
+
+OPTIMIZERS = ("adamw", "muon", "muon_split")
+
+
+def run(name: str, conf, train: PackedDataset, held: torch.Tensor, steps: int, bs: int,
+        lr: float) -> tuple[float, float]:  # fmt: skip
+    """(held-out loss, seconds per step) after `steps` steps of optimizer `name`."""
+    model = init_model(conf, seed=0)
+    cfg = OptimCfg(name=name, lr=lr, warmup_steps=max(1, steps // 10))
+    phase = Phase(steps, lambda s: train.batch(s, bs, seed=0), name="bench")
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        train_lm(model, [phase], cfg, Path(d), log_every=10, checkpoint_every=10**9)
+        dt = (time.perf_counter() - t0) / steps
+    return heldout_loss(model, held), dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="60 steps instead of 300")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq-len", type=int, default=64)
+    args = ap.parse_args()
+    os.environ.setdefault("ARCFORGE_PROGRESS", "0")
+    torch.set_num_threads(1)
+    steps = args.steps or (60 if args.quick else 300)
+    docs = [d.text for d in build_world(WorldConfig(seed=0, scale=0.1)).corpus()]
+    tok = train_tokenizer(docs[:300], vocab_size=512)
+    n_held = max(8, len(docs) // 10)
+    train = PackedDataset.from_texts(docs[:-n_held], tok, args.seq_len, eos_id=tok.eos_token_id)
+    held = PackedDataset.from_texts(docs[-n_held:], tok, args.seq_len, eos_id=tok.eos_token_id)
+    conf = build_config("glm5-tiny", vocab_size=len(tok), max_position_embeddings=args.seq_len,
+                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    n = count_params(init_model(conf, seed=0))
+    tokens = steps * args.batch * args.seq_len
+    print(f"model=glm5-tiny params={n['total']:,} (non-embedding {n['non_embedding']:,})")
+    print(f"steps={steps} batch={args.batch}x{args.seq_len} tokens={tokens:,} lr={args.lr} "
+          f"train_rows={len(train)} heldout_rows={min(64, len(held))}")  # fmt: skip
+    losses = {}
+    for name in OPTIMIZERS:
+        losses[name], dt = run(name, conf, train, held.data[:64], steps, args.batch, args.lr)
+        print(f"{name:<11} heldout_loss={losses[name]:.4f}  s/step={dt:.3f}")
+    print(f"muon_split - muon heldout_loss: {losses['muon_split'] - losses['muon']:+.4f}")
+    print(f"result: muon_vs_adamw={losses['adamw'] - losses['muon']:+.4f}")
+
+
+if __name__ == "__main__":
+    main()
