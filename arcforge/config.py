@@ -89,6 +89,17 @@ class ModelCfg(Strict):
 
 
 class OptimCfg(Strict):
+    """A stage's optimizer (arcforge.train.optim)."""
+
+    # adamw; muon: Muon (torch.optim.Muon's update) on the hidden matrices and AdamW on
+    # embeddings, head, routers, norms and biases, one lr for both; muon_split: muon with
+    # MLA's up-projections (q_b_proj, kv_b_proj) orthogonalised per attention head
+    name: Literal["adamw", "muon", "muon_split"] = "adamw"
+    muon_momentum: float = Field(0.95, ge=0, lt=1)  # Muon's Nesterov momentum
+    # DSA's lightning indexer gets no gradient from the LM loss (its top-k is not
+    # differentiable); frozen, it also stays fixed under any other loss, so rollout and
+    # training select the same keys (no-op for models without DSA)
+    freeze_indexer: bool = True
     lr: float = Field(1e-3, gt=0)
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
     warmup_steps: int = Field(20, ge=0)
@@ -103,6 +114,21 @@ class ContextStageCfg(Strict):
     seq_len: int = Field(gt=8)
     tokens: int = Field(gt=0)
     rope_theta: float = Field(10000.0, gt=0)
+
+
+class EngineCfg(Strict):
+    """The rollout engine (arcforge.rollout.engine.make_engine): `local` is the in-process
+    LocalEngine; `vllm` a vLLM OpenAI-compatible server (arcforge.rollout.vllm_engine), started
+    from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running."""
+
+    kind: Literal["local", "vllm"] = "local"
+    url: str | None = None  # vllm: a running dev-mode server holding the policy's weights
+    python: str | None = None  # vllm: interpreter with vLLM; default .venv-vllm/bin/python
+    workdir: str | None = None  # vllm: checkpoints pushed to the server and its log
+    kv_cache_gib: int = Field(1, gt=0)  # vllm: CPU KV cache size in GiB
+    max_model_len: int | None = Field(None, gt=0)  # vllm: default the model's positions
+    startup_timeout: float = Field(900.0, gt=0)  # vllm: seconds until the server is healthy
+    extra_args: list[str] = []  # vllm: more api_server arguments
 
 
 class StageCfg(Strict):

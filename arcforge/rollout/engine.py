@@ -1,4 +1,4 @@
-"""Inference engines: token ids in, sampled token ids and their logprobs out (DESIGN §4).
+"""Inference engines: token ids in, sampled token ids and their logprobs out.
 
 `Engine` is the protocol the agent loop and the RL loops speak. Two implementations:
 
@@ -34,13 +34,17 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import httpx
 import torch
 from torch import nn
 
+from arcforge.errors import ConfigError
 from arcforge.rollout.decoder import _fast_supported, _FastDecoder, _HFDecoder, _quantize_int8
+
+if TYPE_CHECKING:
+    from arcforge.config import EngineCfg
 
 FinishReason = Literal["stop", "length"]
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -345,3 +349,25 @@ def _parse_choice(c: dict[str, Any]) -> Completion:
     return Completion(
         list(ids), logprobs, "length" if c.get("finish_reason") == "length" else "stop"
     )
+
+
+def make_engine(cfg: EngineCfg | None, model: nn.Module, *, pad_token_id: int,
+                precision: str = "fp32", max_batch: int = 64) -> Engine:  # fmt: skip
+    """The rollout engine a config names, holding `model`'s current weights.
+
+    Args:
+        cfg: `engine:` of a stage; None is the LocalEngine.
+        model: the policy (copied: to the LocalEngine's private weights, or to disk for vLLM).
+        pad_token_id, precision, max_batch: LocalEngine settings (vLLM serves fp32 only).
+    """
+    if cfg is None or cfg.kind == "local":
+        return LocalEngine(model, pad_token_id=pad_token_id, precision=precision,
+                           max_batch=max_batch)  # fmt: skip
+    if precision != "fp32":
+        raise ConfigError(f"engine.kind vllm serves fp32 weights; engine precision {precision!r} "
+                          "is for the local engine")  # fmt: skip
+    from arcforge.rollout.vllm_engine import VLLMEngine  # it imports this module
+
+    return VLLMEngine(model, url=cfg.url, workdir=cfg.workdir, python=cfg.python,
+                      kv_cache_gib=cfg.kv_cache_gib, max_model_len=cfg.max_model_len,
+                      startup_timeout=cfg.startup_timeout, extra_args=cfg.extra_args)  # fmt: skip

