@@ -30,7 +30,7 @@ from typing import Any
 from arcforge.types import Message, Task
 
 EXECUTED = ("code", "terminal", "swe")
-MAX_EXEC = 16  # executed items per suite and baseline (a sandboxed run costs ~0.3-1 s)
+MAX_EXEC = 100  # executed items per suite and baseline: the demo's eval counts (a run costs ~0.3-1 s)
 
 
 def nearest_indices(train_prompts: list[str], test_prompts: list[str]) -> list[int]:
