@@ -123,7 +123,7 @@ def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
     expert episode (`world:episodes`) of the run shows. RL on tasks SFT showed in the same
     format, answer included, rewards recall: on the demo, agentic RL drew tool tasks from the
     400 train tasks the 400 tool episodes covered, scored 0.19 on them against 0.09 held out,
-    and left the held-out tool suite within noise (session 11)."""
+    and left the held-out tool suite within noise."""
     from arcforge.synth.episodes import KIND_SUITE
 
     kinds = [k for k, s in KIND_SUITE.items() if suite in (k, s)]  # tir episodes: reasoning tasks
