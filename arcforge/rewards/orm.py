@@ -49,14 +49,21 @@ class RewardModel(nn.Module):
         lm: a transformers causal LM (its `base_model` gives the hidden states).
         tokenizer: the chat tokenizer.
         max_len: tokens kept per (prompt, reply) (the end is kept).
+        seed: seeds the head's initial weights through its own generator, so the same seed
+            gives the same head whatever the process drew from the global RNG before.
     """
 
-    def __init__(self, lm: nn.Module, tokenizer: Any, max_len: int = 512) -> None:
+    def __init__(self, lm: nn.Module, tokenizer: Any, max_len: int = 512, seed: int = 0) -> None:
         super().__init__()
         self.lm, self.tokenizer, self.max_len = lm, tokenizer, max_len
-        self.head = nn.Linear(lm.config.hidden_size, 1, device=model_device(lm))
-        nn.init.normal_(self.head.weight, std=1.0 / math.sqrt(lm.config.hidden_size))
-        nn.init.zeros_(self.head.bias)
+        H = lm.config.hidden_size
+        g = torch.Generator().manual_seed(seed)
+        weight = torch.randn(1, H, generator=g) / math.sqrt(H)  # (1, H), N(0, 1/H), on the CPU
+        # built on "meta" and filled here: the global RNG is neither read nor advanced
+        self.head = nn.Linear(H, 1, device="meta").to_empty(device=model_device(lm))
+        with torch.no_grad():
+            self.head.weight.copy_(weight)
+            self.head.bias.zero_()
         self.center, self.scale = 0.0, 1.0
         self.meta: dict[str, Any] = {}
 

@@ -31,6 +31,7 @@ from arcforge.train.general_rl import (
     hybrid_scorer,
     mix_anchors,
 )
+from arcforge.train.loop import find_state, read_rows
 from arcforge.train.reward_model import load_pairs, pairs_from_records, train_reward_model
 from arcforge.train.rl import prompt_from_record, stop_token_ids, train_rl
 
@@ -52,11 +53,12 @@ def stage_orm(stage: GeneralRLStageCfg, policy, tokenizer, out: Path) -> RewardM
     cfg = stage.orm.train
     pairs = load_pairs(cfg.sources)
     held = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
-    rm = RewardModel(copy.deepcopy(policy), tokenizer, cfg.max_len)
+    rm = RewardModel(copy.deepcopy(policy), tokenizer, cfg.max_len, seed=cfg.seed)
     train_reward_model(rm, pairs, cfg, out / "orm", held, desc=f"orm {stage.name}")
     rm.save(out / "orm")
     (out / "orm" / "DONE").write_text("ok\n")
-    return rm
+    # the saved copy, as a resumed run reads it: both runs score with the very same model
+    return RewardModel.load(out / "orm")
 
 
 def stage_grm(stage: GeneralRLStageCfg):
@@ -69,6 +71,18 @@ def stage_grm(stage: GeneralRLStageCfg):
     client = LLMClient(g.base_url, g.model, g.api_key_env, timeout=g.timeout)
     return GenerativeRM(client, k=g.k, retries=g.retries, temperature=g.temperature,
                         max_tokens=g.max_tokens, seed=stage.seed, workers=g.workers)  # fmt: skip
+
+
+def trim_reward_log(out: Path) -> None:
+    """Keep the reward.jsonl rows of the steps a resumed run does not redo (none on a fresh
+    start): a GRPO step scores 1 + `refills` batches, one row each, as its metrics row says."""
+    log, state, keep = out / "reward.jsonl", find_state(out), 0
+    if state is not None:
+        step = json.loads((state / "trainer.json").read_text())["step"]
+        keep = sum(1 + r.get("refills", 0) for r in read_rows(out / "metrics.jsonl")
+                   if r["step"] <= step)  # fmt: skip
+    if log.exists():
+        log.write_text("".join(ln + "\n" for ln in log.read_text().splitlines()[:keep]))
 
 
 def _sum_log(path: Path) -> Counter:
@@ -102,6 +116,7 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
                    for a in anchors}  # fmt: skip
         engine = AnchorEngine(engine, model, replies)
     log = out / "reward.jsonl"
+    trim_reward_log(out)
     rows = train_rl(model, engine, prompts, hybrid_scorer(tok, hybrid, log, tools), stage, out,
                     pad_id=pad, stop_ids=stop_token_ids(tok), desc=f"general_rl {stage.name}")  # fmt: skip
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})

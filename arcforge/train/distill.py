@@ -1,4 +1,4 @@
-"""On-policy cross-stage distillation: earlier checkpoints teach the student (DESIGN §3).
+"""On-policy cross-stage distillation: earlier checkpoints teach the student.
 
 Each teacher is a checkpoint with the prompt sources it is the expert for and a ratio. One step:
     draw      prompts_per_step prompts, split across teachers by ratio (largest remainder),

@@ -1,4 +1,4 @@
-"""General RL (DESIGN §3): the synchronous GRPO trainer of `arcforge.train.rl` driven by the
+"""General RL: the synchronous GRPO trainer of `arcforge.train.rl` driven by the
 hybrid reward, with human-written anchor answers mixed into the batch.
 
 Nothing of the RL loop is copied: `train_rl` takes a Scorer and an Engine, and general RL gives

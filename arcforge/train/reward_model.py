@@ -6,7 +6,9 @@ function of the step), score chosen and rejected replies in one forward, take th
 the model's raw scores on its training replies give the normalization (center, scale), and the
 pair accuracy on held-out pairs (prompts never seen in training) is measured and saved with it.
 Deliberate simplification: ORM training is short and not resumable mid-run; an interrupted run
-starts over (the general-RL stage reuses a finished ORM directory).
+starts over (the general-RL stage reuses a finished ORM directory). Starting over gives the same
+ORM bit for bit: the head's init (`RewardModel(seed=)`) and the batch order come from their own
+seeded generators, never from the process's global RNG.
 """
 
 from __future__ import annotations
@@ -154,8 +156,7 @@ def train_rm_from_checkpoint(
     pairs = load_pairs(cfg.sources)
     heldout = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
     tok, _ = load_tokenizer(checkpoint)
-    torch.manual_seed(cfg.seed)
-    rm = RewardModel(load_model(checkpoint), tok, cfg.max_len)
+    rm = RewardModel(load_model(checkpoint), tok, cfg.max_len, seed=cfg.seed)
     summary = train_reward_model(rm, pairs, cfg, out, heldout, desc)
     rm.save(out, extra={"base": str(checkpoint)})
     (out / "DONE").write_text("ok\n")

@@ -1,5 +1,6 @@
 """The smoke config runs world → tokenizer → pretrain → midtrain → SFT → eval → report through
-the real CLI; a rerun skips every finished stage; checkpoints load with plain transformers."""
+the real CLI (the session's `smoke_run`, tests/pipeline/conftest.py); a rerun skips every
+finished stage; checkpoints load with plain transformers."""
 
 import json
 import math
@@ -9,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -29,15 +29,6 @@ def cli(*args: str, timeout: int = 400) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("smoke")
-    r = cli("run", "configs/smoke.yaml", "--run-dir", str(run_dir))
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "report:" in r.stdout
-    return run_dir
 
 
 def test_report_json_shape(smoke_run):
@@ -145,45 +136,6 @@ def test_eval_out_and_against_compare_two_checkpoints(smoke_run, tmp_path):
     assert "Traceback" not in r.stderr
     r = cli("eval", str(smoke_run), "--out", str(a))
     assert r.returncode == 2 and "checkpoint target" in r.stderr
-
-
-def test_killed_stage_resumes_to_the_same_checkpoint(smoke_run, tmp_path):
-    """SIGKILL the CLI in the middle of pretraining, rerun it: the pretrain checkpoint equals
-    the uninterrupted run's within 1e-6 and the metrics log has no repeated step."""
-    from safetensors.torch import load_file
-
-    run_dir = tmp_path / "killed"
-    env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "arcforge.cli",
-        "pretrain",
-        "configs/smoke.yaml",
-        "--run-dir",
-        str(run_dir),
-    ]
-    p = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    state = run_dir / "pretrain" / "state" / "trainer.json"
-    deadline = time.time() + 300
-    while time.time() < deadline and p.poll() is None and not state.exists():
-        time.sleep(0.01)
-    assert p.poll() is None, "pretraining finished before it could be killed"
-    p.kill()
-    p.wait()
-    assert not (run_dir / "pretrain" / "DONE").exists()
-    r = cli("pretrain", "configs/smoke.yaml", "--run-dir", str(run_dir))
-    assert r.returncode == 0, r.stderr[-2000:]
-    a = load_file(str(smoke_run / "pretrain" / "checkpoint" / "model.safetensors"))
-    b = load_file(str(run_dir / "pretrain" / "checkpoint" / "model.safetensors"))
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=0)
-    rows = (run_dir / "pretrain" / "metrics.jsonl").read_text().splitlines()
-    steps = [json.loads(x)["step"] for x in rows if "loss" in json.loads(x)]
-    assert steps == sorted(set(steps))
 
 
 def test_a_config_that_no_longer_matches_the_saved_world_is_refused(smoke_run):

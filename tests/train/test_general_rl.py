@@ -169,3 +169,47 @@ def test_tool_route_scores_tool_prompts_by_their_calls_and_chat_by_the_rules(wor
     assert got[0].details["route"] == "tool_call" and "colour" in got[1].details["why"]
     assert got[3].score == 0.0 and got[3].details["gated"] == ["format"]  # a call in chat
     assert got[4].details["route"] != "tool_call" and "gated" not in got[4].details
+
+
+def test_orm_head_init_depends_on_its_seed_only_and_leaves_the_global_rng_alone(tok):
+    """The in-stage ORM's head came from the global RNG, so its start (and the general-RL and
+    distilled checkpoints after it) hung on what the process had drawn before."""
+    from arcforge.rewards.orm import RewardModel
+
+    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=64,
+                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    lm = init_model(conf, seed=0)
+    torch.manual_seed(1)
+    a = RewardModel(lm, tok, max_len=32, seed=3)
+    torch.manual_seed(2)
+    torch.rand(7)
+    state = torch.get_rng_state()
+    b = RewardModel(lm, tok, max_len=32, seed=3)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(a.head.weight, b.head.weight) and torch.equal(a.head.bias, b.head.bias)
+    assert not torch.equal(a.head.weight, RewardModel(lm, tok, max_len=32, seed=4).head.weight)
+    assert a.head.bias.item() == 0.0 and a.head.weight.shape == (1, conf.hidden_size)
+    # N(0, 1/H): the mean square of H draws is about 1/H
+    assert (
+        0.5 / conf.hidden_size
+        < a.head.weight.detach().pow(2).mean().item()
+        < 2.0 / conf.hidden_size
+    )
+
+
+def test_a_resume_keeps_the_reward_rows_of_the_steps_it_does_not_redo(tmp_path):
+    """State at step 2; step 1 refilled once (2 scorer calls), step 2 did not (1): 3 rows stay,
+    the rows of step 3 (logged before the crash, redone by the resume) go; no state: none stay."""
+    from arcforge.stages.general_rl import trim_reward_log
+
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "trainer.json").write_text('{"step": 2}')
+    metrics = [{"step": 1, "refills": 1}, {"step": 2, "refills": 0}, {"step": 3, "refills": 1}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    log = tmp_path / "reward.jsonl"
+    log.write_text("".join(json.dumps({"call": i}) + "\n" for i in range(5)))
+    trim_reward_log(tmp_path)
+    assert [json.loads(x)["call"] for x in log.read_text().splitlines()] == [0, 1, 2]
+    (tmp_path / "state" / "trainer.json").unlink()
+    trim_reward_log(tmp_path)
+    assert log.read_text() == ""
