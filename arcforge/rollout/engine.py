@@ -292,20 +292,7 @@ class ServerEngine:
                              "server returns raw logprobs (vLLM's default logprobs mode)")  # fmt: skip
         if not prompts:
             return []
-        body = {
-            "model": self.model,
-            "prompt": prompts,
-            "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "top_k": params.top_k if params.top_k > 0 else -1,
-            "n": params.n,
-            "seed": params.seed,
-            "stop_token_ids": list(params.stop_token_ids),
-            "logprobs": 0,
-            "return_tokens_as_token_ids": True,
-            "skip_special_tokens": False,
-        }
+        body = completions_request(self.model, prompts, params)
         choices = sorted(self._post("/v1/completions", body)["choices"], key=lambda c: c["index"])
         if len(choices) != len(prompts) * params.n:
             raise RuntimeError(
@@ -330,6 +317,25 @@ class ServerEngine:
         save_file({k: v.detach().cpu().contiguous() for k, v in state_dict.items()}, str(path))
         self._post("/update_weights", {"path": str(path), "version": version})
         self._version = version
+
+
+def completions_request(model: str, prompts: list[list[int]], params: SamplingParams) -> dict:
+    """The `/v1/completions` body for token-id prompts that returns token ids and raw logprobs
+    (vLLM's and `arcforge serve`'s extensions of the OpenAI schema)."""
+    return {
+        "model": model,
+        "prompt": [list(map(int, p)) for p in prompts],
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else -1,
+        "n": params.n,
+        "seed": params.seed,
+        "stop_token_ids": list(params.stop_token_ids),
+        "logprobs": 0,
+        "return_tokens_as_token_ids": True,
+        "skip_special_tokens": False,
+    }
 
 
 def _parse_choice(c: dict[str, Any]) -> Completion:

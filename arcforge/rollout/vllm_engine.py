@@ -57,7 +57,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from arcforge.errors import UserError
-from arcforge.rollout.engine import Completion, SamplingParams, _parse_choice
+from arcforge.rollout.engine import Completion, SamplingParams, _parse_choice, completions_request
 
 SERVED_NAME = "policy"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -253,22 +253,9 @@ class VLLMEngine:
             raise ValueError("every prompt needs at least one token")
         if not prompts:
             return []
-        body = {
-            "model": SERVED_NAME,
-            "prompt": [list(map(int, p)) for p in prompts],
-            "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "top_k": params.top_k if params.top_k > 0 else -1,
-            "n": params.n,
-            "seed": params.seed,
-            "stop_token_ids": list(params.stop_token_ids),
-            "ignore_eos": True,
-            "logprobs": 0,
-            "return_tokens_as_token_ids": True,
-            "return_token_ids": True,
-            "skip_special_tokens": False,
-        }
+        # only the given stop ids end a completion, as in LocalEngine
+        body = {**completions_request(SERVED_NAME, prompts, params), "ignore_eos": True,
+                "return_token_ids": True}  # fmt: skip
         with self._lock:
             choices = self._post("/v1/completions", body).json()["choices"]
             version = self._version
