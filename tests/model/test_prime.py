@@ -92,6 +92,7 @@ def _train_on_copy_rows(m, steps: int) -> None:
         opt.step()
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_primed_model_learns_to_copy_where_a_stock_one_does_not():
     x, half = _repeat_batch(16, seed=99)
     results = {}

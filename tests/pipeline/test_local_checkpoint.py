@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
@@ -49,6 +50,7 @@ def foreign_checkpoint(path: Path) -> int:
     return len(fast)
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_run_from_local_checkpoint_with_jsonl_sft(tmp_path):
     ck = tmp_path / "foreign"
     n_foreign = foreign_checkpoint(ck)

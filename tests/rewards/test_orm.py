@@ -45,6 +45,7 @@ def fresh_rm(tok) -> RewardModel:
     return RewardModel(init_model(conf, seed=0), tok, max_len=256)
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_orm_learns_preferences_and_round_trips(setup, tmp_path):
     tok, train, test = setup
     assert len(test) >= 40 and not {p.prompt for p in train} & {p.prompt for p in test}

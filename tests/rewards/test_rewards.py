@@ -75,10 +75,12 @@ def test_reasoning_gym_source_is_scored_by_its_own_scorer():
 def test_code_reward_completes_a_stub_task_with_a_body_only_reply():
     import random
 
+    from arcforge.world.codelib import code_space
     from arcforge.world.suites import code_task
 
-    task = code_task(random.Random(0), "truncate", "shorten")
+    tpl = next(t for t in code_space(0).train if t.returns == "list")
+    task = code_task(random.Random(0), tpl, tpl.names[0])
     score = reward_fn_for(task)
     assert score(f"```python\n{task.metadata['body']}```", task).score == 1.0
     assert score(f"```python\n{task.metadata['solution']}```", task).score == 1.0
-    assert score("```python\n    return s\n```", task).score == 0.0
+    assert score("```python\n    return None\n```", task).score == 0.0

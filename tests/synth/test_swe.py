@@ -149,6 +149,7 @@ def _pypi_six(cache: Path) -> Path:
     return found[0]
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_real_pypi_package_with_a_planted_fix(tmp_path):
     sdist = _pypi_six(Path.home() / ".cache" / "arcforge-test-pypi")
     with tarfile.open(sdist) as tar:

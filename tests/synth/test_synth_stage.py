@@ -144,7 +144,9 @@ def test_synth_stage_sends_swe_statements_and_howto_pages_to_the_llm(tmp_path):
     assert term["seed_expansion"] == {"expansion LLM failed": 1} and term["draft"]["out"] == 1
     assert term["construct"] == {"in": 1, "out": 0, "dropped": {"construction LLM failed": 1}}
     assert sum(p.startswith("Build an executable, verifiable terminal task") for p in prompts) >= 1
-    counts = summary["swe"][ctx.world.repos[0].name]
+    train_repos = [r for r in ctx.world.repos if r.split == "train"]  # never a held-out repo
+    assert set(summary["swe"]) == {train_repos[0].name}
+    counts = summary["swe"][train_repos[0].name]
     rewrites = counts["statement_rewrite"]
     assert sum(rewrites.values()) == summary["swe_instances"] >= 1
     assert rewrites.get("accepted", 0) == 1
