@@ -5,7 +5,7 @@ forced and greedy, for the name's next mention. There are three templates: "Ment
 'X'", a question that repeats X, and a tool call's "entity" argument. Half the names are the
 world's knowledge-base names (seen in pretraining), half fresh invented ones (never seen). An
 item scores the fraction of the name's tokens predicted right; its details say whether the
-first token and the whole name were. The demo model scores low here (session 5: first token
+first token and the whole name were. The demo model scores low here (first token
 5-8%, whole name 0), which is why its agent suites stay at 0; README, "Teaching a tiny model to
 copy", gives the options that raise it. `benchmarks/copy_probe.py` prints the same probe for
 any checkpoints.

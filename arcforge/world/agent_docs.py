@@ -3,7 +3,7 @@
 GLM-5 mid-trains on agentic data as well as repositories and long documents; a real model has
 read countless shell how-tos and worked code before it ever sees a tool call. The world's
 pretraining corpus has neither, so its model meets the mapping "instruction -> command" only in
-a few hundred SFT episodes, which it does not learn: measured in session 9 on the demo model,
+a few hundred SFT episodes, which it does not learn: measured on the demo model,
 300 terminal episodes (5 SFT epochs, then 10 more on terminal alone) left it right on 9 of 35
 TRAIN tasks and 4 of 60 held-out ones; a 4x wider model, 0 of 60. What it does learn is the
 arithmetic format of the math corpus, which it saw millions of times.
@@ -15,7 +15,7 @@ Two kinds of document, each a short text in the layout of the task it teaches:
   (`mathgen.tir_program`, the TIR expert's own program), then the answer.
 
 Opt-in (`world:agent_docs[/terminal,tir]` as a mid-training source), not in the demo: measured
-in session 9 with the demo's mid-training plus weight 0.2 of each kind, then the same SFT, the
+with the demo's mid-training plus weight 0.2 of each kind, then the same SFT, the
 held-out terminal suite stayed at 0 of 60 and reasoning fell (avg@4 0.294 against 0.388);
 TIR 9 of 60 against 7 of 60, within noise.
 """

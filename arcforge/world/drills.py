@@ -12,7 +12,7 @@ key/value records read back, and long gaps filled with unrelated sentences.
 `copy_drills(rng, target_chars, taken)` returns documents of the "web" domain until `target_chars`.
 World option `copy_drills` (drill chars per web char; default 0) mixes them into the corpus.
 
-Measured (session 3, d 128 × 4 layers, 1M pretraining tokens, /tmp probe of second-mention
+Measured (d 128 × 4 layers, 1M pretraining tokens, /tmp probe of second-mention
 copy accuracy): 1.5% without drills, 2.1% with drills at 3x the web text. At this budget the
 tiny model does not form a copying circuit either way, so the demo leaves the option off; it is
 kept for longer pretraining runs, where the skill is known to appear.

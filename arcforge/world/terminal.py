@@ -18,7 +18,7 @@ With `fresh` > 0 (world option `terminal_fresh_slots`), each open slot (director
 keyword, CSV file and columns) takes a made-up value with that chance. After SFT on closed
 slots the demo model wrote the right family's command with the slots train tasks usually had
 (`out.txt` for most output files; 103 of the 179 wrong words it wrote occur in train
-instructions, session 17): values that never repeat leave copying as the only way to fit them.
+instructions): values that never repeat leave copying as the only way to fit them.
 """
 
 from __future__ import annotations
