@@ -36,8 +36,13 @@ from typing import Any, TypeVar
 from arcforge.errors import UserError
 
 T = TypeVar("T")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--hide-scrollbars",
-                 "--font-render-hinting=none"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--font-render-hinting=none",
+]
 _LOCAL = threading.local()  # each thread's Playwright driver
 
 
@@ -110,8 +115,9 @@ class Browser:
         t0 = time.perf_counter()
         self.stats = BrowserStats()
         try:
-            self._browser = _driver().chromium.launch(executable_path=chromium_path(),
-                                                      args=CHROMIUM_ARGS)  # fmt: skip
+            self._browser = _driver().chromium.launch(
+                executable_path=chromium_path(), args=CHROMIUM_ARGS
+            )
         except Exception as err:
             raise BrowserUnavailable(f"chromium failed to launch: {err}") from err
         self.thread = threading.get_ident()
@@ -122,13 +128,16 @@ class Browser:
     def _context(self, width: int, height: int, javascript: bool, scale: float) -> Any:
         if threading.get_ident() != self.thread:
             raise RuntimeError("a Browser is bound to the thread that launched it")
-        return self._browser.new_context(viewport={"width": width, "height": height},
-                                         java_script_enabled=javascript,
-                                         device_scale_factor=scale)  # fmt: skip
+        return self._browser.new_context(
+            viewport={"width": width, "height": height},
+            java_script_enabled=javascript,
+            device_scale_factor=scale,
+        )
 
     @contextmanager
-    def fresh_page(self, width: int = 1280, height: int = 720, javascript: bool = True,
-                   scale: float = 1.0) -> Iterator[Any]:  # fmt: skip
+    def fresh_page(
+        self, width: int = 1280, height: int = 720, javascript: bool = True, scale: float = 1.0
+    ) -> Iterator[Any]:
         """A new page in its own context (no shared cookies or storage); closed on exit.
 
         Args:
@@ -147,8 +156,9 @@ class Browser:
             self.stats.page_ms += (time.perf_counter() - t0) * 1000
 
     @contextmanager
-    def kept_page(self, width: int = 1280, height: int = 720, javascript: bool = True,
-                  scale: float = 1.0) -> Iterator[Any]:  # fmt: skip
+    def kept_page(
+        self, width: int = 1280, height: int = 720, javascript: bool = True, scale: float = 1.0
+    ) -> Iterator[Any]:
         """A page kept open for reuse with these settings; navigate it before use.
 
         Routes are removed after each use; a use that raises closes the page (the next use

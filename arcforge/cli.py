@@ -140,10 +140,14 @@ def train_rm(
         raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
     try:
         cfg = RewardModelCfg(
-            sources=[{"source": s} for s in source], heldout=heldout or None, steps=steps,
-            batch_size=batch_size, max_len=max_len, seed=seed,
+            sources=[{"source": s} for s in source],
+            heldout=heldout or None,
+            steps=steps,
+            batch_size=batch_size,
+            max_len=max_len,
+            seed=seed,
             optim={"lr": lr, "warmup_steps": min(10, steps // 5), "weight_decay": 0.0},
-        )  # fmt: skip
+        )
     except ValidationError as err:
         e = err.errors()[0]
         raise UserError(f"train-rm: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
@@ -289,8 +293,10 @@ def _print_changes(base: dict[str, dict], res: dict[str, dict], base_path: Path)
         if ci is None and base[s].get("scores") and res[s].get("scores"):  # unequal lengths
             span += " (different items: compare with the same eval.n)"
         verdict = "beyond 95% CI" if c["beyond_ci"] else "within 95% CI"
-        typer.echo(f"  {s}: {base[s]['score']:.3f} -> {res[s]['score']:.3f}  "
-                   f"delta {c['delta']:+.3f} {span}  {verdict}")  # fmt: skip
+        typer.echo(
+            f"  {s}: {base[s]['score']:.3f} -> {res[s]['score']:.3f}  "
+            f"delta {c['delta']:+.3f} {span}  {verdict}"
+        )
 
 
 @app.command()
@@ -648,8 +654,9 @@ def eval_contamination(
 
         if target.is_dir():
             if not (target / "config.json").exists():
-                raise UserError(f"{target} is neither a run dir (config.yaml) nor a saved world "
-                                "(config.json)")  # fmt: skip
+                raise UserError(
+                    f"{target} is neither a run dir (config.yaml) nor a saved world (config.json)"
+                )
             saved = target / "run_config.yaml"  # written by `arcforge world --out`
             cfg = load_config(config or (saved if saved.exists() else None))
             w = World.load(target)
@@ -692,8 +699,9 @@ def eval_judge(
     from arcforge.llm import LLMClient
 
     client = LLMClient(base_url, model, api_key_env=api_key_env)
-    reports, bsr = judge_projects(projects, client, checks, out, max_turns=max_turns,
-                                  native_tools=native_tools)  # fmt: skip
+    reports, bsr = judge_projects(
+        projects, client, checks, out, max_turns=max_turns, native_tools=native_tools
+    )
     out.mkdir(parents=True, exist_ok=True)
     summary = {"bsr": bsr, "projects": [r.to_dict() for r in reports]}
     (out / "judge.json").write_text(json.dumps(summary, indent=1, default=str))

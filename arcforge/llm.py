@@ -56,8 +56,15 @@ class LLMClient:
         backoff: first retry delay in seconds; doubles on every retry.
     """
 
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
-                 timeout: float = 60.0, max_retries: int = 4, backoff: float = 0.5):  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+    ):
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(f"LLM base_url must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
@@ -73,8 +80,7 @@ class LLMClient:
         for attempt in range(self.max_retries + 1):
             delay = self.backoff * 2**attempt
             try:
-                r = httpx.post(self.endpoint, json=body, headers=self.headers,
-                               timeout=self.timeout)  # fmt: skip
+                r = httpx.post(self.endpoint, json=body, headers=self.headers, timeout=self.timeout)
             except httpx.TransportError as err:
                 last = f"{type(err).__name__}: {err}"
             else:
@@ -95,8 +101,15 @@ class LLMClient:
                 time.sleep(delay)
         raise LLMError(f"{self.endpoint} failed after {self.max_retries + 1} attempts ({last})")
 
-    def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 512,
-             n: int = 1, seed: int | None = None) -> list[str]:  # fmt: skip
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[str]:
         """Sample `n` replies to `messages` (OpenAI message dicts).
 
         Returns:
@@ -108,9 +121,13 @@ class LLMClient:
             raise ValueError(f"n must be >= 1, got {n}")
         texts: list[str] = []
         while len(texts) < n:
-            body: dict[str, Any] = {"model": self.model, "messages": messages,
-                                    "temperature": temperature, "max_tokens": max_tokens,
-                                    "n": n - len(texts)}  # fmt: skip
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "n": n - len(texts),
+            }
             if seed is not None:
                 body["seed"] = seed + len(texts)
             choices = self._post(body).get("choices")
@@ -141,11 +158,19 @@ class LLMClient:
                 return parse_json_loose(text)
             except ValueError as e:
                 err = str(e)
-            convo = [*convo, {"role": "assistant", "content": text},
-                     {"role": "user", "content": f"Your reply could not be parsed as JSON ({err})."
-                      " Reply again with only the JSON value, no prose."}]  # fmt: skip
-        raise LLMError(f"{self.endpoint} gave no parsable JSON after {retries + 1} tries "
-                       f"({err}); last reply: {clip(text)}")  # fmt: skip
+            convo = [
+                *convo,
+                {"role": "assistant", "content": text},
+                {
+                    "role": "user",
+                    "content": f"Your reply could not be parsed as JSON ({err})."
+                    " Reply again with only the JSON value, no prose.",
+                },
+            ]
+        raise LLMError(
+            f"{self.endpoint} gave no parsable JSON after {retries + 1} tries "
+            f"({err}); last reply: {clip(text)}"
+        )
 
 
 def _balanced(text: str) -> str:

@@ -82,12 +82,23 @@ class ReplayServer:
                         msg = f"replay: no canned response left for request {number}"
                         return JSONResponse({"error": msg}, status_code=410)
                     texts.append(text)
-            choices = [{"index": i, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": t}}
-                       for i, t in enumerate(texts)]  # fmt: skip
-            return JSONResponse({"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-                                 "created": int(time.time()), "model": self.model,
-                                 "choices": choices})  # fmt: skip
+            choices = [
+                {
+                    "index": i,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": t},
+                }
+                for i, t in enumerate(texts)
+            ]
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": self.model,
+                    "choices": choices,
+                }
+            )
 
         return app
 

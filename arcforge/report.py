@@ -122,10 +122,16 @@ def changes(
     for suite, by_stage in matrix.items():
         seq = [s for s in order if s in by_stage]
         for a, b in zip(seq, seq[1:]):
-            ra = {**by_stage[a], "scores": items.get(suite, {}).get(a),
-                  "clusters": clusters.get(suite, {}).get(a)}  # fmt: skip
-            rb = {**by_stage[b], "scores": items.get(suite, {}).get(b),
-                  "clusters": clusters.get(suite, {}).get(b)}  # fmt: skip
+            ra = {
+                **by_stage[a],
+                "scores": items.get(suite, {}).get(a),
+                "clusters": clusters.get(suite, {}).get(a),
+            }
+            rb = {
+                **by_stage[b],
+                "scores": items.get(suite, {}).get(b),
+                "clusters": clusters.get(suite, {}).get(b),
+            }
             out.append({"suite": suite, "from": a, "to": b, **paired_change(suite, ra, rb)})
     return out
 
@@ -185,16 +191,25 @@ def forgetting(matrix: dict[str, dict[str, dict]], stages: list[dict]) -> list[d
         best = max(earlier, key=lambda n: _gain(suite, 0.0, by[n]["score"]))
         rb, rc = by[best], by[cur]
         row: dict[str, Any] = {
-            "suite": suite, "best_stage": best, "best": rb["score"], "current_stage": cur,
-            "current": rc["score"], "forgot": _gain(suite, rc["score"], rb["score"]),
+            "suite": suite,
+            "best_stage": best,
+            "best": rb["score"],
+            "current_stage": cur,
+            "current": rc["score"],
+            "forgot": _gain(suite, rc["score"], rb["score"]),
             "forgot_beyond_ci": rc["ci"][1] < rb["ci"][0] or rc["ci"][0] > rb["ci"][1],
-            "final_stage": None, "final": None, "recovered": None,
-        }  # fmt: skip
+            "final_stage": None,
+            "final": None,
+            "recovered": None,
+        }
         after = [n for n in seq[seq.index(cur) + 1 :] if kinds[n] == "distill"]
         if after:
             fin = after[-1]
-            row.update(final_stage=fin, final=by[fin]["score"],
-                       recovered=_gain(suite, rc["score"], by[fin]["score"]))  # fmt: skip
+            row.update(
+                final_stage=fin,
+                final=by[fin]["score"],
+                recovered=_gain(suite, rc["score"], by[fin]["score"]),
+            )
         out.append(row)
     return out
 
@@ -380,12 +395,19 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     lines += _hops_md(rep.get("by_hops", {}), order)
     lines += _contamination_md(rep.get("contamination"), rep.get("baselines"))
     total = rep.get("total_seconds")
-    lines += ["", "## Stages", "",
-              f"Wall time measured: {total:.0f} s in all (setup "
-              f"{rep.get('setup_seconds') or 0:.0f} s, every stage's training and evaluation, "
-              "the contamination and baseline checks)." if total else "No timing recorded.",
-              "", "| stage | kind | seconds | eval seconds | summary |",
-              "|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "## Stages",
+        "",
+        f"Wall time measured: {total:.0f} s in all (setup "
+        f"{rep.get('setup_seconds') or 0:.0f} s, every stage's training and evaluation, "
+        "the contamination and baseline checks)."
+        if total
+        else "No timing recorded.",
+        "",
+        "| stage | kind | seconds | eval seconds | summary |",
+        "|---|---|---|---|---|",
+    ]
     for s in rep["stages"]:
         extra = {
             k: v
@@ -413,9 +435,25 @@ def _check_suite(suite: str) -> str | None:
 
 
 # eval suites scored the way the baselines are (a final answer or an executed solution)
-BASELINE_SUITES = ("reasoning", "reasoning_greedy", "tir", "tir_avg", "tool", "tool_avg",
-                   "search", "search_avg", "chat", "long_context", "code", "code_avg",
-                   "terminal", "terminal_avg", "swe", "swe_avg", "explore")  # fmt: skip
+BASELINE_SUITES = (
+    "reasoning",
+    "reasoning_greedy",
+    "tir",
+    "tir_avg",
+    "tool",
+    "tool_avg",
+    "search",
+    "search_avg",
+    "chat",
+    "long_context",
+    "code",
+    "code_avg",
+    "terminal",
+    "terminal_avg",
+    "swe",
+    "swe_avg",
+    "explore",
+)
 
 
 def _contam_cell(cont: dict, suite: str) -> str:
@@ -453,13 +491,24 @@ def _contamination_md(cont: dict | None, base: dict | None) -> list[str]:
         "a reference under 13 tokens: its whole token sequence), test prompts that are train "
         "prompts, test prompts found whole in training text, and the two baselines "
         "(executed suites: the first n items).",
-        ["suite", "n", "contaminated", "dup train/test", "dup in training text",
-         "majority", "nearest", "expected because"],
-    )  # fmt: skip
+        [
+            "suite",
+            "n",
+            "contaminated",
+            "dup train/test",
+            "dup in training text",
+            "majority",
+            "nearest",
+            "expected because",
+        ],
+    )
     for s in dict.fromkeys([*cs, *bs]):
         c, b = cs.get(s), bs.get(s)
-        cells = [str(c["n"]), f"{c['share']:.2f}", str(c["dup_train_test"]),
-                 str(c["dup_in_training"])] if c else ["–"] * 4  # fmt: skip
+        cells = (
+            [str(c["n"]), f"{c['share']:.2f}", str(c["dup_train_test"]), str(c["dup_in_training"])]
+            if c
+            else ["–"] * 4
+        )
         cells += [f"{b['majority']:.3f} (n={b['n']})", f"{b['nearest']:.3f}"] if b else ["–"] * 2
         cells.append((c or {}).get("expected") or "")
         out.append(f"| {s} | " + " | ".join(cells) + " |")

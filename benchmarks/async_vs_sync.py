@@ -97,15 +97,35 @@ def build(seed: int = 0):
 
 def run_mode(name: str, tau: int, world, tok, base_model, args) -> dict:
     model = _clone(base_model)
-    cfg = AgenticRLStageCfg.model_validate(dict(
-        name=name, kind="agentic_rl", sources=[{"source": "world:terminal"}], steps=args.steps,
-        groups_per_step=args.groups, group_size=2, tau=tau, sync_every=1, workers=args.workers,
-        max_turns=16, max_new_tokens=16, context_budget=3072, micro_batch=8,
-        checkpoint_every=10_000, optim={"lr": 1e-4, "warmup_steps": 0, "min_lr_ratio": 1.0,
-                                        "weight_decay": 0.0}))  # fmt: skip
+    cfg = AgenticRLStageCfg.model_validate(
+        dict(
+            name=name,
+            kind="agentic_rl",
+            sources=[{"source": "world:terminal"}],
+            steps=args.steps,
+            groups_per_step=args.groups,
+            group_size=2,
+            tau=tau,
+            sync_every=1,
+            workers=args.workers,
+            max_turns=16,
+            max_new_tokens=16,
+            context_budget=3072,
+            micro_batch=8,
+            checkpoint_every=10_000,
+            optim={"lr": 1e-4, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
+        )
+    )
     pools = {"terminal": world.tasks("terminal"), "math": world.tasks("reasoning")}
-    orch = Orchestrator(pools, Mixture({"terminal": 1, "math": 1}), cfg.groups_per_step,
-                        cfg.group_size, cfg.tau, cfg.sync_every, seed=1)  # fmt: skip
+    orch = Orchestrator(
+        pools,
+        Mixture({"terminal": 1, "math": 1}),
+        cfg.groups_per_step,
+        cfg.group_size,
+        cfg.tau,
+        cfg.sync_every,
+        seed=1,
+    )
     orch.register(
         local_service("terminal", ["terminal"], lambda t: LongTailTerminal(args.step_s), 16)
     )
@@ -114,18 +134,26 @@ def run_mode(name: str, tau: int, world, tok, base_model, args) -> dict:
     workers = LocalWorkers(orch, engine, tok, cfg.agent(), cfg.workers)
     t0, cpu0 = time.monotonic(), _cpu()
     with tempfile.TemporaryDirectory() as out:
-        rows = train_async_rl(model, orch, workers, cfg, Path(out), pad_id=tok.pad_token_id,
-                              desc=name)  # fmt: skip
+        rows = train_async_rl(
+            model, orch, workers, cfg, Path(out), pad_id=tok.pad_token_id, desc=name
+        )
     wall, cpu = time.monotonic() - t0, _cpu() - cpu0
     waited = sum(r["wait_s"] for r in rows)
     n = sum(r["trajectories"] for r in rows)
-    return {"mode": name, "trajectories": n, "wall_s": wall, "traj_per_s": n / wall,
-            "idle": waited / wall, "stale": rows[-1]["dropped_stale"],
-            "partial": sum(r["partial"] for r in rows),
-            "staleness_max": max(r["staleness_max"] for r in rows),
-            "cpu_s": cpu, "merged": workers.gateway.requests / max(1, workers.gateway.calls),
-            "sync_s": sum(r["sync_s"] for r in rows) / len(rows),
-            "train_s": sum(r["train_s"] for r in rows) / len(rows)}  # fmt: skip
+    return {
+        "mode": name,
+        "trajectories": n,
+        "wall_s": wall,
+        "traj_per_s": n / wall,
+        "idle": waited / wall,
+        "stale": rows[-1]["dropped_stale"],
+        "partial": sum(r["partial"] for r in rows),
+        "staleness_max": max(r["staleness_max"] for r in rows),
+        "cpu_s": cpu,
+        "merged": workers.gateway.requests / max(1, workers.gateway.calls),
+        "sync_s": sum(r["sync_s"] for r in rows) / len(rows),
+        "train_s": sum(r["train_s"] for r in rows) / len(rows),
+    }
 
 
 def _cpu() -> float:
@@ -157,19 +185,27 @@ def main() -> None:
     torch.set_num_threads(1)  # trainer and engine threads share the cores: no oversubscription
     world, tok, model = build()
     lengths = sorted(rounds_for(t.id) for t in world.tasks("terminal"))
-    print(f"terminal rounds per task: median {statistics.median(lengths)}, "
-          f"p90 {lengths[int(0.9 * len(lengths))]}, max {lengths[-1]} "
-          f"({len(lengths)} tasks, {args.step_s}s each); math: 1 reply in process")  # fmt: skip
-    results = [run_mode("sync", 0, world, tok, model, args),
-               run_mode("async", 2, world, tok, model, args)]  # fmt: skip
-    print(f"{'mode':6} {'trajs':>6} {'wall_s':>8} {'traj/s':>7} {'trainer_idle':>12} "
-          f"{'stale_drop':>10} {'partial':>7} {'max_stale':>9} {'merge':>6} {'train_s':>7} "
-          f"{'push_s':>6} {'cpu_s':>6}")  # fmt: skip
+    print(
+        f"terminal rounds per task: median {statistics.median(lengths)}, "
+        f"p90 {lengths[int(0.9 * len(lengths))]}, max {lengths[-1]} "
+        f"({len(lengths)} tasks, {args.step_s}s each); math: 1 reply in process"
+    )
+    results = [
+        run_mode("sync", 0, world, tok, model, args),
+        run_mode("async", 2, world, tok, model, args),
+    ]
+    print(
+        f"{'mode':6} {'trajs':>6} {'wall_s':>8} {'traj/s':>7} {'trainer_idle':>12} "
+        f"{'stale_drop':>10} {'partial':>7} {'max_stale':>9} {'merge':>6} {'train_s':>7} "
+        f"{'push_s':>6} {'cpu_s':>6}"
+    )
     for r in results:
-        print(f"{r['mode']:6} {r['trajectories']:6d} {r['wall_s']:8.1f} {r['traj_per_s']:7.2f} "
-              f"{r['idle']:12.2f} {r['stale']:10d} {r['partial']:7d} {r['staleness_max']:9d} "
-              f"{r['merged']:6.2f} {r['train_s']:7.2f} {r['sync_s']:6.2f} "
-              f"{r['cpu_s']:6.1f}")  # fmt: skip
+        print(
+            f"{r['mode']:6} {r['trajectories']:6d} {r['wall_s']:8.1f} {r['traj_per_s']:7.2f} "
+            f"{r['idle']:12.2f} {r['stale']:10d} {r['partial']:7d} {r['staleness_max']:9d} "
+            f"{r['merged']:6.2f} {r['train_s']:7.2f} {r['sync_s']:6.2f} "
+            f"{r['cpu_s']:6.1f}"
+        )
     print(f"result: ratio={results[1]['traj_per_s'] / results[0]['traj_per_s']:.2f}")
 
 

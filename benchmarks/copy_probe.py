@@ -41,8 +41,10 @@ def main() -> None:
         model = load_model(ck).eval()  # once per checkpoint, for both name kinds
         kf, kw = probe(model, tok, kb, args.n, False)
         ff, fw = probe(model, tok, fresh, args.n, True)
-        print(f"{ck}: KB names first {kf:.3f} whole {kw:.3f} | fresh names first {ff:.3f} "
-              f"whole {fw:.3f}  (n={args.n} each)")  # fmt: skip
+        print(
+            f"{ck}: KB names first {kf:.3f} whole {kw:.3f} | fresh names first {ff:.3f} "
+            f"whole {fw:.3f}  (n={args.n} each)"
+        )
 
 
 if __name__ == "__main__":

@@ -36,9 +36,17 @@ PAD = 0
 
 def build_model() -> LlamaForCausalLM:
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=2048, hidden_size=256, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=4, intermediate_size=512,
-                      max_position_embeddings=512, pad_token_id=PAD, tie_word_embeddings=True)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=2048,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=512,
+        max_position_embeddings=512,
+        pad_token_id=PAD,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -58,8 +66,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     n_prompts, new, rounds, pushes = (16, 24, 2, 3) if args.quick else (64, 48, 5, 10)
     g = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(1, 2048, (int(torch.randint(8, 25, (1,), generator=g)),),
-                             generator=g).tolist() for _ in range(n_prompts)]  # fmt: skip
+    prompts = [
+        torch.randint(
+            1, 2048, (int(torch.randint(8, 25, (1,), generator=g)),), generator=g
+        ).tolist()
+        for _ in range(n_prompts)
+    ]
     params = SamplingParams(max_new_tokens=new, temperature=1.0, seed=0)
     model = build_model()
     local = LocalEngine(model, pad_token_id=PAD)
@@ -74,8 +86,10 @@ def main() -> None:
         for v in range(1, pushes + 1):
             vllm.load_weights({k: t + 1e-3 * v for k, t in sd.items()}, version=v)
         push_ms = 1000 * statistics.median(vllm.push_seconds)
-        print(f"LocalEngine threads: {torch.get_num_threads()}; {pushes} pushes, "
-              f"median {push_ms:.0f} ms, max {1000 * max(vllm.push_seconds):.0f} ms")  # fmt: skip
+        print(
+            f"LocalEngine threads: {torch.get_num_threads()}; {pushes} pushes, "
+            f"median {push_ms:.0f} ms, max {1000 * max(vllm.push_seconds):.0f} ms"
+        )
     print(f"result: ratio={statistics.median(ratios):.2f} push_ms={push_ms:.0f}")
 
 

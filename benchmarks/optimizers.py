@@ -34,8 +34,9 @@ from arcforge.world import WorldConfig, build_world
 OPTIMIZERS = ("adamw", "muon", "muon_split")
 
 
-def run(name: str, conf, train: PackedDataset, held: torch.Tensor, steps: int, bs: int,
-        lr: float) -> tuple[float, float]:  # fmt: skip
+def run(
+    name: str, conf, train: PackedDataset, held: torch.Tensor, steps: int, bs: int, lr: float
+) -> tuple[float, float]:
     """(held-out loss, seconds per step) after `steps` steps of optimizer `name`."""
     model = init_model(conf, seed=0)
     cfg = OptimCfg(name=name, lr=lr, warmup_steps=max(1, steps // 10))
@@ -63,13 +64,19 @@ def main() -> None:
     n_held = max(8, len(docs) // 10)
     train = PackedDataset.from_texts(docs[:-n_held], tok, args.seq_len, eos_id=tok.eos_token_id)
     held = PackedDataset.from_texts(docs[-n_held:], tok, args.seq_len, eos_id=tok.eos_token_id)
-    conf = build_config("glm5-tiny", vocab_size=len(tok), max_position_embeddings=args.seq_len,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    conf = build_config(
+        "glm5-tiny",
+        vocab_size=len(tok),
+        max_position_embeddings=args.seq_len,
+        pad_token_id=tok.pad_token_id,
+    )
     n = count_params(init_model(conf, seed=0))
     tokens = steps * args.batch * args.seq_len
     print(f"model=glm5-tiny params={n['total']:,} (non-embedding {n['non_embedding']:,})")
-    print(f"steps={steps} batch={args.batch}x{args.seq_len} tokens={tokens:,} lr={args.lr} "
-          f"train_rows={len(train)} heldout_rows={min(64, len(held))}")  # fmt: skip
+    print(
+        f"steps={steps} batch={args.batch}x{args.seq_len} tokens={tokens:,} lr={args.lr} "
+        f"train_rows={len(train)} heldout_rows={min(64, len(held))}"
+    )
     losses = {}
     for name in OPTIMIZERS:
         losses[name], dt = run(name, conf, train, held.data[:64], steps, args.batch, args.lr)

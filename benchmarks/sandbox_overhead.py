@@ -58,8 +58,10 @@ def rootfs_episode(n: int, layer_mb: int = 150) -> None:
         with RootfsSandbox(image, Limits()) as sb:  # the layer is really there
             assert sb.exec("ls /usr/share/big | wc -l").stdout.strip() == str(layer_mb)
         opened = _median_ms(lambda: RootfsSandbox(image, Limits()).close(), n)
-    print(f"real root over a {layer_mb} MB layer: episode open + close {opened:.2f} ms "
-          f"(median of {n}; target <= 100 ms)")  # fmt: skip
+    print(
+        f"real root over a {layer_mb} MB layer: episode open + close {opened:.2f} ms "
+        f"(median of {n}; target <= 100 ms)"
+    )
 
 
 def main() -> None:
@@ -75,8 +77,10 @@ def main() -> None:
             plain = _median_ms(lambda c=cmd: subprocess.run(["/bin/bash", "-c", c], env=env), n)
             boxed = _median_ms(lambda c=cmd: sb.exec(c), n)
             overhead[cmd] = boxed - plain
-            print(f"{cmd!r:20} subprocess {plain:7.2f} ms   bwrap {boxed:7.2f} ms   "
-                  f"overhead {boxed - plain:6.2f} ms   (median of {n})")  # fmt: skip
+            print(
+                f"{cmd!r:20} subprocess {plain:7.2f} ms   bwrap {boxed:7.2f} ms   "
+                f"overhead {boxed - plain:6.2f} ms   (median of {n})"
+            )
     layer = build_layer(None).layer
     assert layer is not None
     opened = _median_ms(lambda: open_sandbox("bwrap", root=layer).close(), n)
@@ -84,8 +88,10 @@ def main() -> None:
         for cmd in ("true", "python3 -c pass"):
             plain = _median_ms(lambda c=cmd: subprocess.run(["/bin/bash", "-c", c], env=env), n)
             boxed = _median_ms(lambda c=cmd: sb.exec(c), n)
-            print(f"{cmd!r:20} subprocess {plain:7.2f} ms   container root {boxed:7.2f} ms   "
-                  f"overhead {boxed - plain:6.2f} ms   (median of {n})")  # fmt: skip
+            print(
+                f"{cmd!r:20} subprocess {plain:7.2f} ms   container root {boxed:7.2f} ms   "
+                f"overhead {boxed - plain:6.2f} ms   (median of {n})"
+            )
     print(f"container root: open + close {opened:.2f} ms (median of {n})")
     rootfs_episode(n)
     print(f"result: overhead_ms={overhead['true']:.2f}")

@@ -60,8 +60,13 @@ def test_a_run_config_asking_for_cuda_fails_before_any_stage(tmp_path):
 
 def test_to_device_moves_every_tensor_and_keeps_the_structure():
     Pair = namedtuple("Pair", "x y")
-    b = TokenBatch(torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
-                   torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2))  # fmt: skip
+    b = TokenBatch(
+        torch.zeros(2, 3, dtype=torch.long),
+        torch.ones(2, 3, dtype=torch.long),
+        torch.ones(2, 3),
+        torch.zeros(2, 3),
+        torch.zeros(2),
+    )
     obj = {"batch": b, "pair": Pair(torch.ones(1), 3), "list": [torch.zeros(2), "s"], "n": 5}
     out = to_device(obj, META)
     assert out["batch"].input_ids.device == META and out["batch"].mask.device == META

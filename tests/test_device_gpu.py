@@ -55,9 +55,14 @@ def test_lm_training_on_the_gpu_matches_the_cpu(tmp_path):
     cpu, gpu = _pair()
     losses = {}
     for name, m in (("cpu", cpu), ("gpu", gpu)):
-        res = train_lm(m, [Phase(6, lambda s: data[(s * 4) % 16 : (s * 4) % 16 + 4])],
-                       OptimCfg(lr=1e-3, warmup_steps=0), tmp_path / name,
-                       log_every=1, checkpoint_every=3)  # fmt: skip
+        res = train_lm(
+            m,
+            [Phase(6, lambda s: data[(s * 4) % 16 : (s * 4) % 16 + 4])],
+            OptimCfg(lr=1e-3, warmup_steps=0),
+            tmp_path / name,
+            log_every=1,
+            checkpoint_every=3,
+        )
         losses[name] = [r["loss"] for r in res.history]
     assert model_device(gpu) == GPU and model_device(cpu).type == "cpu"
     assert losses["cpu"] == pytest.approx(losses["gpu"], rel=1e-4)
@@ -75,8 +80,15 @@ def test_rl_policy_update_on_the_gpu_matches_the_cpu():
     with torch.no_grad():
         b.logp_infer = sequence_logprobs(cpu, b) + 0.05 * torch.randn(6, 16, generator=g)
     assert b.logp_infer.device.type == "cpu"
-    cfg = RLStageCfg.model_validate(dict(name="rl", kind="rl", sources=[{"source": "world:reasoning"}],
-                                         loss="grpo_icepop", micro_batch=4))  # fmt: skip
+    cfg = RLStageCfg.model_validate(
+        dict(
+            name="rl",
+            kind="rl",
+            sources=[{"source": "world:reasoning"}],
+            loss="grpo_icepop",
+            micro_batch=4,
+        )
+    )
     st_cpu = policy_backward(cpu, copy.deepcopy(b), cfg)
     st_gpu = policy_backward(gpu, copy.deepcopy(b), cfg)  # the batch stays on the CPU
     assert st_cpu["loss"] == pytest.approx(st_gpu["loss"], rel=1e-4, abs=1e-6)

@@ -24,7 +24,7 @@ USER = [{"role": "user", "content": "give me json"}]
         (
             "{'name': 'O\\'Brien', 'ok': True, 'v': None, 'f': False}",
             {"name": "O'Brien", "ok": True, "v": None, "f": False},
-        ),  # fmt: skip
+        ),
         ('prose [1, {"k": "a } b"}] more prose {"z": 1}', [1, {"k": "a } b"}]),
         ('{\'say\': "he said \\"hi\\"\\n"}', {"say": 'he said "hi"\n'}),
         ('reasoning text </think> {"late": 1e3}', {"late": 1000.0}),
@@ -103,8 +103,10 @@ def test_chat_json_repairs_with_the_parse_error():
         out = LLMClient(srv.base_url, "m").chat_json(USER, retries=2)
         assert out == {"a": True, "b": [1, 2]}
         second = srv.requests[1]["messages"]
-        assert second[:1] == USER and second[1] == {"role": "assistant",
-                                                    "content": "I cannot do JSON today"}  # fmt: skip
+        assert second[:1] == USER and second[1] == {
+            "role": "assistant",
+            "content": "I cannot do JSON today",
+        }
         assert "no JSON object" in second[2]["content"]
 
 

@@ -30,7 +30,9 @@ from typing import Any
 from arcforge.types import Message, Task
 
 EXECUTED = ("code", "terminal", "swe")
-MAX_EXEC = 100  # executed items per suite and baseline: the demo's eval counts (a run costs ~0.3-1 s)
+MAX_EXEC = (
+    100  # executed items per suite and baseline: the demo's eval counts (a run costs ~0.3-1 s)
+)
 
 
 def nearest_indices(train_prompts: list[str], test_prompts: list[str]) -> list[int]:
@@ -45,10 +47,12 @@ def nearest_indices(train_prompts: list[str], test_prompts: list[str]) -> list[i
     out = [exact.get(p, -1) for p in test_prompts]
     if todo:
         retriever = bm25s.BM25()
-        retriever.index(bm25s.tokenize(train_prompts, stopwords=None, show_progress=False),
-                        show_progress=False)  # fmt: skip
-        queries = bm25s.tokenize([test_prompts[j] for j in todo], stopwords=None,
-                                 show_progress=False, return_ids=False)  # fmt: skip
+        retriever.index(
+            bm25s.tokenize(train_prompts, stopwords=None, show_progress=False), show_progress=False
+        )
+        queries = bm25s.tokenize(
+            [test_prompts[j] for j in todo], stopwords=None, show_progress=False, return_ids=False
+        )
         docs, _ = retriever.retrieve(queries, k=1, show_progress=False, n_threads=1)
         for j, row in zip(todo, docs):
             out[j] = int(row[0])
@@ -119,8 +123,14 @@ def _answer(suite: str, task: Task) -> str:
     return reference_of(task)
 
 
-def suite_baselines(world: Any, suite: str, train: list[Task], test: list[Task],
-                    max_exec: int = MAX_EXEC, workers: int = 2) -> dict[str, Any] | None:  # fmt: skip
+def suite_baselines(
+    world: Any,
+    suite: str,
+    train: list[Task],
+    test: list[Task],
+    max_exec: int = MAX_EXEC,
+    workers: int = 2,
+) -> dict[str, Any] | None:
     """{"n", "majority", "nearest", "majority_answer", "executed", "solved": the ids each
     baseline solves} of one suite (None: the suite has no scorer here, or no items)."""
     scorer = _text_scorer(suite)
@@ -141,15 +151,27 @@ def suite_baselines(world: Any, suite: str, train: list[Task], test: list[Task],
         assert scorer is not None
         scores = [scorer(p, t) for p, t in preds]
     n = len(items)
-    solved = {k: [t.id for t, x in zip(items, part) if x >= 1.0]
-              for k, part in (("majority", scores[:n]), ("nearest", scores[n:]))}  # fmt: skip
-    return {"n": n, "n_test": len(test), "majority": sum(scores[:n]) / n,
-            "nearest": sum(scores[n:]) / n, "majority_answer": majority[:120],
-            "executed": executed, "solved": solved}  # fmt: skip
+    solved = {
+        k: [t.id for t, x in zip(items, part) if x >= 1.0]
+        for k, part in (("majority", scores[:n]), ("nearest", scores[n:]))
+    }
+    return {
+        "n": n,
+        "n_test": len(test),
+        "majority": sum(scores[:n]) / n,
+        "nearest": sum(scores[n:]) / n,
+        "majority_answer": majority[:120],
+        "executed": executed,
+        "solved": solved,
+    }
 
 
-def world_baselines(world: Any, counts: dict[str, int] | None = None, max_exec: int = MAX_EXEC,
-                    suites: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def world_baselines(
+    world: Any,
+    counts: dict[str, int] | None = None,
+    max_exec: int = MAX_EXEC,
+    suites: list[str] | None = None,
+) -> dict[str, Any]:
     """Both baselines for every exported suite (or those in `suites`) that has a scorer
     (`counts`: test items the eval scores per suite, as in the contamination check)."""
     from arcforge.audit.export import EXPORT_SUITES, split_tasks

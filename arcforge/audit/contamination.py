@@ -137,8 +137,9 @@ def contaminated(index: TrainingIndex, reference: str) -> bool:
     return share >= THRESHOLD
 
 
-def suite_contamination(index: TrainingIndex, suite: str, train: list[dict], test: list[dict]
-                        ) -> dict[str, Any]:  # fmt: skip
+def suite_contamination(
+    index: TrainingIndex, suite: str, train: list[dict], test: list[dict]
+) -> dict[str, Any]:
     """One suite's figures over exported items (dicts with id, prompt, reference[, solution]);
     `ids` lists the flagged items."""
     train_prompts = {r["prompt"] for r in train}
@@ -153,16 +154,20 @@ def suite_contamination(index: TrainingIndex, suite: str, train: list[dict], tes
             dup_text.append(r["id"])
     n = len(test)
     return {
-        "suite": suite, "n": n, "contaminated": len(hits),
+        "suite": suite,
+        "n": n,
+        "contaminated": len(hits),
         "share": len(hits) / n if n else 0.0,
-        "dup_train_test": len(dup_tt), "dup_in_training": len(dup_text),
+        "dup_train_test": len(dup_tt),
+        "dup_in_training": len(dup_text),
         "expected": EXPECTED.get(suite),
         "ids": {"contaminated": hits, "dup_train_test": dup_tt, "dup_in_training": dup_text},
-    }  # fmt: skip
+    }
 
 
-def check_world(world: Any, stages: list[Any], run_dir: Path | None = None,
-                counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+def check_world(
+    world: Any, stages: list[Any], run_dir: Path | None = None, counts: dict[str, int] | None = None
+) -> dict[str, Any]:
     """The contamination figures of every exported suite for a world and the stages that train
     on it (`counts`: the test items the eval scores per suite)."""
     from arcforge.audit.export import suite_items, training_texts
@@ -170,14 +175,21 @@ def check_world(world: Any, stages: list[Any], run_dir: Path | None = None,
     t0 = time.time()
     sources = training_texts(world, stages, run_dir)
     index = TrainingIndex(t for tt in sources.values() for t in tt.texts)
-    suites = {s: suite_contamination(index, s, sp["train"], sp["test"])
-              for s, sp in suite_items(world, counts).items()}  # fmt: skip
+    suites = {
+        s: suite_contamination(index, s, sp["train"], sp["test"])
+        for s, sp in suite_items(world, counts).items()
+    }
     return {
-        "window": WINDOW, "threshold": THRESHOLD, "suites": suites,
-        "training_sources": {k: {"texts": len(v.texts), "stages": v.stages,
-                                 "missing": v.missing} for k, v in sources.items()},
-        "training_tokens": int(len(index.ids)), "seconds": round(time.time() - t0, 2),
-    }  # fmt: skip
+        "window": WINDOW,
+        "threshold": THRESHOLD,
+        "suites": suites,
+        "training_sources": {
+            k: {"texts": len(v.texts), "stages": v.stages, "missing": v.missing}
+            for k, v in sources.items()
+        },
+        "training_tokens": int(len(index.ids)),
+        "seconds": round(time.time() - t0, 2),
+    }
 
 
 def eval_counts(eval_cfg: Any) -> dict[str, int]:
@@ -212,11 +224,15 @@ def run_contamination(run_dir: Path, refresh: bool = False) -> dict[str, Any] | 
 
 def format_table(res: dict[str, Any]) -> str:
     """A plain-text table of the figures, with the by-design reasons under it."""
-    lines = [f"{'suite':<13} {'n':>4} {'contaminated':>13} {'dup train/test':>15} "
-             f"{'dup in training':>16}"]  # fmt: skip
+    lines = [
+        f"{'suite':<13} {'n':>4} {'contaminated':>13} {'dup train/test':>15} "
+        f"{'dup in training':>16}"
+    ]
     for s, r in res["suites"].items():
         mark = " *" if r["expected"] else ""
-        lines.append(f"{s:<13} {r['n']:>4} {r['share']:>12.2f}{mark:<2}"
-                     f"{r['dup_train_test']:>14} {r['dup_in_training']:>16}")  # fmt: skip
+        lines.append(
+            f"{s:<13} {r['n']:>4} {r['share']:>12.2f}{mark:<2}"
+            f"{r['dup_train_test']:>14} {r['dup_in_training']:>16}"
+        )
     reasons = [f"* {s}: {r['expected']}" for s, r in res["suites"].items() if r["expected"]]
     return "\n".join(lines + reasons)

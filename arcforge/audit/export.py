@@ -40,17 +40,44 @@ from typing import Any
 from arcforge.types import Message, Task
 
 # the suites the eval harness scores, by the world pool (or generator) that feeds them
-EXPORT_SUITES = ("reasoning", "tir", "tool", "chat", "long_context", "code", "terminal", "swe",
-                 "search", "explore", "chains")  # fmt: skip
+EXPORT_SUITES = (
+    "reasoning",
+    "tir",
+    "tool",
+    "chat",
+    "long_context",
+    "code",
+    "terminal",
+    "swe",
+    "search",
+    "explore",
+    "chains",
+)
 # eval suite name -> the exported suite its items come from
 EVAL_TO_SUITE = {
-    "reasoning": "reasoning", "reasoning_greedy": "reasoning", "tir": "tir", "tir_avg": "tir",
-    "tool": "tool", "tool_avg": "tool", "tool_format": "tool", "chat": "chat",
-    "general": "chat", "general_loose": "chat", "long_context": "long_context",
-    "long_context_nll": "long_context", "code": "code", "code_avg": "code",
-    "terminal": "terminal", "terminal_avg": "terminal", "swe": "swe", "swe_avg": "swe",
-    "search": "search", "search_avg": "search", "explore": "explore", "chained": "chains",
-}  # fmt: skip
+    "reasoning": "reasoning",
+    "reasoning_greedy": "reasoning",
+    "tir": "tir",
+    "tir_avg": "tir",
+    "tool": "tool",
+    "tool_avg": "tool",
+    "tool_format": "tool",
+    "chat": "chat",
+    "general": "chat",
+    "general_loose": "chat",
+    "long_context": "long_context",
+    "long_context_nll": "long_context",
+    "code": "code",
+    "code_avg": "code",
+    "terminal": "terminal",
+    "terminal_avg": "terminal",
+    "swe": "swe",
+    "swe_avg": "swe",
+    "search": "search",
+    "search_avg": "search",
+    "explore": "explore",
+    "chained": "chains",
+}
 GENERATED_N = 100  # explore / chains items per split when no eval config gives a count
 RL_KINDS = ("rl", "agentic_rl", "general_rl", "distill")  # stages that read prompts only
 
@@ -105,16 +132,22 @@ def solution_of(task: Task) -> str | None:
 
 def item(task: Task) -> dict[str, Any]:
     """One exported line: id, prompt, reference (+ kind, split, solution where it differs)."""
-    row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split,
-                           "prompt": task.instruction, "reference": reference_of(task)}  # fmt: skip
+    row: dict[str, Any] = {
+        "id": task.id,
+        "kind": task.kind,
+        "split": task.split,
+        "prompt": task.instruction,
+        "reference": reference_of(task),
+    }
     sol = solution_of(task)
     if sol is not None:
         row["solution"] = sol
     return row
 
 
-def split_tasks(world: Any, suite: str, counts: dict[str, int] | None = None
-                ) -> tuple[list[Task], list[Task]]:  # fmt: skip
+def split_tasks(
+    world: Any, suite: str, counts: dict[str, int] | None = None
+) -> tuple[list[Task], list[Task]]:
     """(train, test) tasks of a suite; `counts[suite]` caps the test split (the eval's n for it)
     and sizes both splits of a generated suite."""
     n = (counts or {}).get(suite)
@@ -183,8 +216,9 @@ def record_text(rec: Any, prompts_only: bool) -> str:
     return f"{rec.prompt}\n{rec.answer or ''}"
 
 
-def _episode_texts(world: Any, run_dir: Path | None, kind: str | None
-                   ) -> tuple[list[str], str | None]:  # fmt: skip
+def _episode_texts(
+    world: Any, run_dir: Path | None, kind: str | None
+) -> tuple[list[str], str | None]:
     """Expert episodes: the run's cached ones, else the scripted experts' replies (and how many
     train tasks had no script, if any)."""
     from arcforge.rollout.policies import expert_script, opening_text
@@ -197,8 +231,10 @@ def _episode_texts(world: Any, run_dir: Path | None, kind: str | None
         path = cache / f"{k}.jsonl" if cache else None
         if path is not None and path.exists():
             lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-            out += ["\n".join(message_text(m) for m in EpisodeDemo.from_dict(json.loads(ln))
-                              .messages) for ln in lines]  # fmt: skip
+            out += [
+                "\n".join(message_text(m) for m in EpisodeDemo.from_dict(json.loads(ln)).messages)
+                for ln in lines
+            ]
             continue
         if world.config.n(getattr(world.config.episodes, k, 0), 0) == 0:
             continue
@@ -212,8 +248,9 @@ def _episode_texts(world: Any, run_dir: Path | None, kind: str | None
     return out, (f"{failed} train tasks have no scripted expert reply" if failed else None)
 
 
-def _source_texts(world: Any, spec: str, run_dir: Path | None, prompts_only: bool
-                  ) -> tuple[list[str], str | None]:  # fmt: skip
+def _source_texts(
+    world: Any, spec: str, run_dir: Path | None, prompts_only: bool
+) -> tuple[list[str], str | None]:
     """(texts, why missing) of one source spec."""
     from arcforge.data.sources import load_records, parse_source
     from arcforge.stages.common import world_records
@@ -260,8 +297,9 @@ def source_file_name(source: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", source).strip("_")[:120] or "source"
 
 
-def training_texts(world: Any, stages: list[Any], run_dir: Path | None = None
-                   ) -> dict[str, TrainingText]:  # fmt: skip
+def training_texts(
+    world: Any, stages: list[Any], run_dir: Path | None = None
+) -> dict[str, TrainingText]:
     """Every text the given training stages read, by source (see the module header).
 
     Args:
@@ -294,8 +332,9 @@ def training_texts(world: Any, stages: list[Any], run_dir: Path | None = None
                 out[key] = TrainingText(key, texts)
             out[key].stages.append(name)
         if kind == "synth":
-            out[f"synth_inputs:{name}"] = TrainingText(f"synth_inputs:{name}",
-                                                       _synth_inputs(world, d), [name])  # fmt: skip
+            out[f"synth_inputs:{name}"] = TrainingText(
+                f"synth_inputs:{name}", _synth_inputs(world, d), [name]
+            )
     return out
 
 
@@ -309,8 +348,13 @@ def _write_lines(path: Path, rows: list[dict]) -> None:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
-def export_world(world: Any, out: str | Path, stages: list[Any], run_dir: Path | None = None,
-                 counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+def export_world(
+    world: Any,
+    out: str | Path,
+    stages: list[Any],
+    run_dir: Path | None = None,
+    counts: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """Write out/suites/ and out/text/ (module header); returns a summary of what was written.
 
     Args:
@@ -330,9 +374,13 @@ def export_world(world: Any, out: str | Path, stages: list[Any], run_dir: Path |
     for key, tt in training_texts(world, stages, run_dir).items():
         fname = f"{source_file_name(key)}.jsonl"
         _write_lines(out / "text" / fname, [{"text": t} for t in tt.texts])
-        manifest[key] = {"file": fname, "texts": len(tt.texts),
-                         "chars": sum(len(t) for t in tt.texts), "stages": tt.stages,
-                         "missing": tt.missing}  # fmt: skip
+        manifest[key] = {
+            "file": fname,
+            "texts": len(tt.texts),
+            "chars": sum(len(t) for t in tt.texts),
+            "stages": tt.stages,
+            "missing": tt.missing,
+        }
     (out / "text" / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     summary["text"] = manifest
     return summary

@@ -99,9 +99,23 @@ def call_json(call: ToolCall) -> str:
     return json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
 
 
-_KEY_ORDER = {k: i for i, k in enumerate(
-    ("type", "function", "name", "description", "parameters", "properties", "items", "enum",
-     "default", "required"))}  # fmt: skip
+_KEY_ORDER = {
+    k: i
+    for i, k in enumerate(
+        (
+            "type",
+            "function",
+            "name",
+            "description",
+            "parameters",
+            "properties",
+            "items",
+            "enum",
+            "default",
+            "required",
+        )
+    )
+}
 
 
 def canonical_schema(obj: Any) -> Any:

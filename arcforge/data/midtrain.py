@@ -25,9 +25,29 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 CODE_EXTS: tuple[str, ...] = (
-    ".py", ".pyi", ".js", ".ts", ".tsx", ".c", ".h", ".cc", ".cpp", ".hpp", ".rs", ".go",
-    ".java", ".kt", ".rb", ".sh", ".toml", ".cfg", ".ini", ".yaml", ".yml", ".json",
-)  # fmt: skip
+    ".py",
+    ".pyi",
+    ".js",
+    ".ts",
+    ".tsx",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".hpp",
+    ".rs",
+    ".go",
+    ".java",
+    ".kt",
+    ".rb",
+    ".sh",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".yaml",
+    ".yml",
+    ".json",
+)
 
 
 class ContextStage(BaseModel):

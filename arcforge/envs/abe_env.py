@@ -158,8 +158,13 @@ class ABEEnv:
         calls = call_f1(made, spec.get("required_calls", []))
         answer = extract_answer(self._reply) if self._reply is not None else None
         correct = float(answers_match(answer, str(self._task.validation.answer)))
-        details = {"answer": answer, "correct": correct, **calls,
-                   "n_tool_calls": len(self._calls), "calls_valid": self._valid}  # fmt: skip
+        details = {
+            "answer": answer,
+            "correct": correct,
+            **calls,
+            "n_tool_calls": len(self._calls),
+            "calls_valid": self._valid,
+        }
         return Reward((calls["f1"] + correct) / 2, details)
 
     def close(self) -> None:

@@ -33,8 +33,13 @@ class ChainEnv:
         tool_timeout: seconds per `run_python` call; verify_timeout: seconds per grading run.
     """
 
-    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
-                 tool_timeout: float = 10, verify_timeout: float = 60) -> None:  # fmt: skip
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 10,
+        verify_timeout: float = 60,
+    ) -> None:
         self.backend, self.limits = backend, limits or Limits(wall_time=60)
         self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
         self.sb: Sandbox | None = None
@@ -71,8 +76,12 @@ class ChainEnv:
             names = test_names(steps[i]["tests"])
             got = [run.status.get(f"test_step{i}::{n}") for n in names]
             ok.append(run.report_ok and bool(names) and all(s == "passed" for s in got))
-        return {"step": k + 1, "own": ok[k], "earlier": all(ok[:k]),
-                "broken": [i + 1 for i in range(k) if not ok[i]]}  # fmt: skip
+        return {
+            "step": k + 1,
+            "own": ok[k],
+            "earlier": all(ok[:k]),
+            "broken": [i + 1 for i in range(k) if not ok[i]],
+        }
 
     def step(self, message: Message) -> StepResult:
         if self.sb is None or self.task is None:
@@ -90,7 +99,8 @@ class ChainEnv:
         if k + 1 >= len(steps):
             return StepResult([], True)
         verdict = ("passed" if res["own"] else "failed") + (
-            "" if res["earlier"] else f"; earlier steps now failing: {res['broken']}")  # fmt: skip
+            "" if res["earlier"] else f"; earlier steps now failing: {res['broken']}"
+        )
         nxt = f"Step {k + 1} check: {verdict}.\n\nStep {k + 2}: {steps[k + 1]['instruction']}"
         return StepResult([Message("user", nxt)], False)
 
@@ -99,9 +109,13 @@ class ChainEnv:
             return Reward(0.0, {"error": "no episode"})
         n = len(self.task.metadata["steps"])
         good = [r["own"] and r["earlier"] for r in self.results]
-        details = {"steps": n, "completed": len(self.results), "per_step": self.results,
-                   "regressions": sum(bool(r["broken"]) for r in self.results),
-                   "steps_passed": sum(good)}  # fmt: skip
+        details = {
+            "steps": n,
+            "completed": len(self.results),
+            "per_step": self.results,
+            "regressions": sum(bool(r["broken"]) for r in self.results),
+            "steps_passed": sum(good),
+        }
         return Reward(1.0 if len(good) == n and all(good) else 0.0, details)
 
     def close(self) -> None:

@@ -48,9 +48,14 @@ def _solve_swe(env: Any, task: Task, solution: str) -> dict[str, Any]:
     return {"patch_applied": res.exit_code == 0, "patch_output": format_exec(res)[-1000:]}
 
 
-def check_task(task_or_path: Task | str | Path, solution: str | None = None, empty: bool = False,
-               repos: Iterable[Repo] = (), backend: str = "bwrap",
-               container: bool | None = None) -> dict[str, Any]:  # fmt: skip
+def check_task(
+    task_or_path: Task | str | Path,
+    solution: str | None = None,
+    empty: bool = False,
+    repos: Iterable[Repo] = (),
+    backend: str = "bwrap",
+    container: bool | None = None,
+) -> dict[str, Any]:
     """Grade a task with its oracle, a given solution, or nothing.
 
     Args:
@@ -68,11 +73,12 @@ def check_task(task_or_path: Task | str | Path, solution: str | None = None, emp
     from arcforge.envs.swe_env import SWEEnv
     from arcforge.envs.terminal_env import TerminalEnv
 
-    task = (task_or_path if isinstance(task_or_path, Task)
-            else load_task(task_or_path, container))  # fmt: skip
+    task = task_or_path if isinstance(task_or_path, Task) else load_task(task_or_path, container)
     if task.metadata.get("unsupported"):
-        return {"reward": 0.0, "details": {"task": task.id,
-                                           "unsupported": task.metadata["unsupported"]}}  # fmt: skip
+        return {
+            "reward": 0.0,
+            "details": {"task": task.id, "unsupported": task.metadata["unsupported"]},
+        }
     if (
         solution is not None
         and len(solution) < 4096

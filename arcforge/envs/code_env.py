@@ -67,21 +67,38 @@ def parse_junit(xml_text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for case in ET.fromstring(xml_text).iter("testcase"):
         tags = {child.tag for child in case}
-        status = ("failed" if tags & {"failure", "error"} else
-                  "skipped" if "skipped" in tags else "passed")  # fmt: skip
+        status = (
+            "failed"
+            if tags & {"failure", "error"}
+            else "skipped"
+            if "skipped" in tags
+            else "passed"
+        )
         key = f"{case.get('classname', '')}::{case.get('name', '')}"
         if rank[status] >= rank[out.get(key, "passed")]:
             out[key] = status
     return out
 
 
-def run_pytest(sb: Sandbox, args: list[str], timeout: float, root: str = "/workspace",
-               env: dict[str, str] | None = None) -> PytestRun:  # fmt: skip
+def run_pytest(
+    sb: Sandbox,
+    args: list[str],
+    timeout: float,
+    root: str = "/workspace",
+    env: dict[str, str] | None = None,
+) -> PytestRun:
     """Run pytest as a grading exec in `root`; the report goes to /grading/junit.xml."""
     sb.exec(f"rm -f {JUNIT}", grading=True)
     code = _RUNNER.format(site=PYSITE, root=root)
-    argv = ["-p", "no:cacheprovider", "-q", "-rA", f"--junitxml={JUNIT}", f"--rootdir={root}",
-            *args]  # fmt: skip
+    argv = [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rA",
+        f"--junitxml={JUNIT}",
+        f"--rootdir={root}",
+        *args,
+    ]
     cmd = "exec /usr/bin/python3 -I -B -c " + " ".join(_quote(a) for a in [code, *argv])
     res = sb.exec(cmd, timeout=timeout, cwd=root, env=env, grading=True)
     try:
@@ -100,8 +117,11 @@ def test_names(source: str) -> list[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    return [n.name for n in tree.body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")]  # fmt: skip
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
+    ]
 
 
 def _all_passed(status: dict[str, str], name: str) -> bool:
@@ -141,8 +161,13 @@ class CodeEnv:
         verify_timeout: seconds for the hidden tests.
     """
 
-    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
-                 tool_timeout: float = 10, verify_timeout: float = 60):  # fmt: skip
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 10,
+        verify_timeout: float = 60,
+    ):
         self.backend, self.limits = backend, limits or Limits(wall_time=60)
         self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
         self.sb: Sandbox | None = None
@@ -184,8 +209,9 @@ class CodeEnv:
         sb.write_file("solution.py", assemble(blocks[-1], self.task.context.get("stub"), entry))
         sb.write_file("test_hidden.py", tests)
         run = run_pytest(sb, ["test_hidden.py"], self.verify_timeout)
-        status = {k.split("::")[-1]: s for k, s in run.status.items()
-                  if k.startswith("test_hidden::")}  # fmt: skip
+        status = {
+            k.split("::")[-1]: s for k, s in run.status.items() if k.startswith("test_hidden::")
+        }
         passed = sum(_all_passed(status, n) for n in expected)
         details.update(passed=passed, output=format_exec(run.exec)[-1500:], errors=run.errors)
         return Reward(1.0 if run.report_ok and passed == len(expected) else 0.0, details)

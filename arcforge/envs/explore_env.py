@@ -43,8 +43,10 @@ class ExploreEnv:
         r = self.repos[name]
         self.files = {**r.files, **r.tests, "README.md": f"# {r.name}\n\n{r.description}\n"}
         self.task, self.opened, self.reply = task, [], None
-        self.tools = [Tool.from_function(self.list_files, "list_files"),
-                      Tool.from_function(self.read_file, "read_file")]  # fmt: skip
+        self.tools = [
+            Tool.from_function(self.list_files, "list_files"),
+            Tool.from_function(self.read_file, "read_file"),
+        ]
         return [Message("user", task.instruction)]
 
     def list_files(self, path: str = "") -> str:
@@ -89,8 +91,13 @@ class ExploreEnv:
         found = target in self.opened
         ok = found and len(self.opened) <= limit
         answer = extract_answer(self.reply) if self.reply else None
-        details = {"opened": list(self.opened), "target": target, "found": found,
-                   "within_limit": len(self.opened) <= limit, "answer": answer}  # fmt: skip
+        details = {
+            "opened": list(self.opened),
+            "target": target,
+            "found": found,
+            "within_limit": len(self.opened) <= limit,
+            "answer": answer,
+        }
         return Reward(1.0 if ok else 0.0, details)
 
     def close(self) -> None:

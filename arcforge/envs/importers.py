@@ -142,8 +142,11 @@ def replay_dockerfile(path: Path, imp: Import) -> None:
                 imp.unsupported.append(f"WORKDIR {arg} is outside /app")
             imp.init.append(f"mkdir -p {workdir} && cd {workdir}")
         elif op == "ENV":
-            pairs = (re.findall(r'(\w+)=("[^"]*"|\S+)', arg) if "=" in arg.split()[0]
-                     else [tuple(arg.split(None, 1))])  # fmt: skip
+            pairs = (
+                re.findall(r'(\w+)=("[^"]*"|\S+)', arg)
+                if "=" in arg.split()[0]
+                else [tuple(arg.split(None, 1))]
+            )
             for k, v in pairs:
                 imp.env[k] = rewrite_paths(v.strip('"'))
                 imp.init.append(f"export {k}={json.dumps(imp.env[k])}")
@@ -200,10 +203,15 @@ def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
     if not tests.is_dir():
         return {}
     fix = (lambda t: t) if imp.container else rewrite_paths
-    files = {f.relative_to(tests).as_posix(): f for f in sorted(tests.rglob("*"))
-             if f.is_file() and f.name not in skip}  # fmt: skip
-    return {rel: adapt_test_script(f.read_text(), imp) if f.name in TB1_HELPERS
-            else fix(f.read_text()) for rel, f in files.items()}  # fmt: skip
+    files = {
+        f.relative_to(tests).as_posix(): f
+        for f in sorted(tests.rglob("*"))
+        if f.is_file() and f.name not in skip
+    }
+    return {
+        rel: adapt_test_script(f.read_text(), imp) if f.name in TB1_HELPERS else fix(f.read_text())
+        for rel, f in files.items()
+    }
 
 
 def solution_yaml(path: Path) -> str:
@@ -240,8 +248,9 @@ def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> d
             return {"root_layer": str(build.layer.path), **base}
         layer_reasons = build.unsupported
         if mode == "layer" or rootfs_blockers():
-            imp.unsupported += layer_reasons + [f"a real root would need: {b}"
-                                                for b in rootfs_blockers()]  # fmt: skip
+            imp.unsupported += layer_reasons + [
+                f"a real root would need: {b}" for b in rootfs_blockers()
+            ]
             return {}
     image = build_image(dockerfile, compose=compose_text, extra_pip=imp.hoist_pip)
     if image.image is None:  # auto: why the layer failed, then what the real root adds
@@ -254,18 +263,40 @@ def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> d
     return {"rootfs_image": str(image.image.lowers[0].parent), **base}
 
 
-def _task(root: Path, fmt: str, instruction: str, imp: Import, verify: str, solution: str,
-          tests: dict[str, str], meta: dict[str, Any], extra: dict[str, Any]) -> Task:  # fmt: skip
+def _task(
+    root: Path,
+    fmt: str,
+    instruction: str,
+    imp: Import,
+    verify: str,
+    solution: str,
+    tests: dict[str, str],
+    meta: dict[str, Any],
+    extra: dict[str, Any],
+) -> Task:
     return Task(
-        id=f"{fmt}:{root.name}", kind="terminal", instruction=instruction.strip(),
-        context={"init_script": "\n".join(["set -e", *imp.init]) if imp.init else "",
-                 "files": imp.files, "env": imp.env, **extra},
-        tools=list(TERMINAL_TOOLS), validation=Validation(verify_script=verify),
-        source=f"{fmt}:{root}", difficulty=DIFFICULTY.get(str(meta.get("difficulty"))),
-        metadata={"solution": solution if imp.container else rewrite_paths(solution),
-                  "test_files": tests, "format": fmt, "container": imp.container,
-                  "unsupported": sorted(set(imp.unsupported)), **meta},
-    )  # fmt: skip
+        id=f"{fmt}:{root.name}",
+        kind="terminal",
+        instruction=instruction.strip(),
+        context={
+            "init_script": "\n".join(["set -e", *imp.init]) if imp.init else "",
+            "files": imp.files,
+            "env": imp.env,
+            **extra,
+        },
+        tools=list(TERMINAL_TOOLS),
+        validation=Validation(verify_script=verify),
+        source=f"{fmt}:{root}",
+        difficulty=DIFFICULTY.get(str(meta.get("difficulty"))),
+        metadata={
+            "solution": solution if imp.container else rewrite_paths(solution),
+            "test_files": tests,
+            "format": fmt,
+            "container": imp.container,
+            "unsupported": sorted(set(imp.unsupported)),
+            **meta,
+        },
+    )
 
 
 def import_terminal_bench(root: str | Path, container: bool | None = None) -> Task:
@@ -289,8 +320,12 @@ def import_terminal_bench(root: str | Path, container: bool | None = None) -> Ta
     sol = (root / "solution.sh").read_text() if (root / "solution.sh").is_file() else ""
     if not sol and (root / "solution.yaml").is_file():
         sol = solution_yaml(root / "solution.yaml")
-    meta = {"difficulty": spec.get("difficulty"), "category": spec.get("category"),
-            "tags": spec.get("tags") or [], "verify_timeout": spec.get("max_test_timeout_sec")}  # fmt: skip
+    meta = {
+        "difficulty": spec.get("difficulty"),
+        "category": spec.get("category"),
+        "tags": spec.get("tags") or [],
+        "verify_timeout": spec.get("max_test_timeout_sec"),
+    }
     return _task(root, "terminal-bench", instruction, imp, verify, sol, tests, meta, extra)
 
 
@@ -313,12 +348,24 @@ def import_harbor(root: str | Path, container: bool | None = None) -> Task:
     compose = env_dir / "docker-compose.yaml"
     extra = _build_root(dockerfile, compose, imp) if imp.container else {}
     md = spec.get("metadata", {})
-    meta = {"difficulty": md.get("difficulty"), "category": md.get("category"),
-            "tags": md.get("tags") or [], "reward_file": "/grading/logs/verifier/reward.txt",
-            "verify_timeout": spec.get("verifier", {}).get("timeout_sec")}  # fmt: skip
-    return _task(root, "harbor", (root / "instruction.md").read_text(), imp, verify,
-                 harbor_oracle(root / "solution", imp.container), tests, meta,
-                 extra)  # fmt: skip
+    meta = {
+        "difficulty": md.get("difficulty"),
+        "category": md.get("category"),
+        "tags": md.get("tags") or [],
+        "reward_file": "/grading/logs/verifier/reward.txt",
+        "verify_timeout": spec.get("verifier", {}).get("timeout_sec"),
+    }
+    return _task(
+        root,
+        "harbor",
+        (root / "instruction.md").read_text(),
+        imp,
+        verify,
+        harbor_oracle(root / "solution", imp.container),
+        tests,
+        meta,
+        extra,
+    )
 
 
 def harbor_oracle(sol_dir: Path, container: bool) -> str:
@@ -346,8 +393,9 @@ def import_task_dir(root: str | Path, container: bool | None = None) -> Task:
         return import_harbor(root, container)
     if (root / "task.yaml").is_file():
         return import_terminal_bench(root, container)
-    raise ValueError(f"{root} is neither a Terminal-Bench (task.yaml) nor a Harbor (task.toml) "
-                     "task directory")  # fmt: skip
+    raise ValueError(
+        f"{root} is neither a Terminal-Bench (task.yaml) nor a Harbor (task.toml) task directory"
+    )
 
 
 def _id_list(v: Any) -> list[str]:
@@ -361,14 +409,24 @@ def swebench_task(rec: dict[str, Any], clone: str | Path) -> Task:
     if not Path(clone, ".git").exists():
         unsupported.append(f"{clone} is not a git clone")
     return Task(
-        id=rec["instance_id"], kind="swe", instruction=rec["problem_statement"],
-        context={"repo": rec.get("repo", ""), "repo_path": str(Path(clone).resolve()),
-                 "base_commit": rec["base_commit"]},
-        tools=list(SWE_TOOLS), validation=Validation(fail_to_pass=f2p, pass_to_pass=p2p),
+        id=rec["instance_id"],
+        kind="swe",
+        instruction=rec["problem_statement"],
+        context={
+            "repo": rec.get("repo", ""),
+            "repo_path": str(Path(clone).resolve()),
+            "base_commit": rec["base_commit"],
+        },
+        tools=list(SWE_TOOLS),
+        validation=Validation(fail_to_pass=f2p, pass_to_pass=p2p),
         source=f"swe-bench:{rec.get('repo', '')}",
-        metadata={"patch": rec.get("patch", ""), "test_patch": rec.get("test_patch", ""),
-                  "version": rec.get("version"), "unsupported": unsupported},
-    )  # fmt: skip
+        metadata={
+            "patch": rec.get("patch", ""),
+            "test_patch": rec.get("test_patch", ""),
+            "version": rec.get("version"),
+            "unsupported": unsupported,
+        },
+    )
 
 
 def import_swebench(jsonl: str | Path, clones: str | Path | dict[str, str]) -> list[Task]:

@@ -29,5 +29,6 @@ class MathEnv(SingleTurnEnv):
         reference = str(task.validation.answer)
         if reply is None:  # the episode ended without a reply (length / context)
             return Reward(0.0, {"answer": None, "reference": reference})
-        return Reward(math_reward(reply, reference),
-                      {"answer": extract_answer(reply), "reference": reference})  # fmt: skip
+        return Reward(
+            math_reward(reply, reference), {"answer": extract_answer(reply), "reference": reference}
+        )

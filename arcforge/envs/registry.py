@@ -39,8 +39,14 @@ def _math(task: Task, world: Any, **kw: Any) -> Environment:
     return MathEnv(**kw)
 
 
-def _search(task: Task, world: Any, *, index: SearchIndex | None = None,
-            corpus: list | None = None, **kw: Any) -> Environment:  # fmt: skip
+def _search(
+    task: Task,
+    world: Any,
+    *,
+    index: SearchIndex | None = None,
+    corpus: list | None = None,
+    **kw: Any,
+) -> Environment:
     if index is None and corpus is not None:
         index = SearchIndex(corpus)
     if index is None:
@@ -110,13 +116,16 @@ def _explore(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environ
     return ExploreEnv(repos, **kw)
 
 
-def _swarm(task: Task, world: Any, *, make: Callable[[Task], Environment] | None = None,
-           **kw: Any) -> Environment:  # fmt: skip
+def _swarm(
+    task: Task, world: Any, *, make: Callable[[Task], Environment] | None = None, **kw: Any
+) -> Environment:
     # The orchestrator's environment runs agent episodes, so it lives in the rollout layer
     # (arcforge.rollout.swarm) and arrives bound to its frozen subagents as `make=`.
     if make is None:
-        raise ValueError(f"task {task.id} (swarm) needs make=: a SwarmEnv factory bound to "
-                         "frozen subagents (arcforge.rollout.swarm.swarm_env_maker)")  # fmt: skip
+        raise ValueError(
+            f"task {task.id} (swarm) needs make=: a SwarmEnv factory bound to "
+            "frozen subagents (arcforge.rollout.swarm.swarm_env_maker)"
+        )
     return make(task)
 
 

@@ -39,18 +39,36 @@ from arcforge.envs.sandbox_types import SandboxError
 
 BASE_FORMAT = 1
 SANDBOX_UID = 65534  # host uid sandboxes run as when we are root (sandbox_bwrap.UNPRIVILEGED_UID)
-PY_RELEASE = {"3.9": "bullseye", "3.10": "bookworm", "3.11": "bookworm", "3.12": "bookworm",
-              "3.13": "trixie", "3.14": "trixie"}  # fmt: skip
-DEBIAN = {"11": "bullseye", "12": "bookworm", "13": "trixie", "bullseye": "bullseye",
-          "bookworm": "bookworm", "trixie": "trixie", "stable": "bookworm",
-          "latest": "bookworm"}  # fmt: skip
+PY_RELEASE = {
+    "3.9": "bullseye",
+    "3.10": "bookworm",
+    "3.11": "bookworm",
+    "3.12": "bookworm",
+    "3.13": "trixie",
+    "3.14": "trixie",
+}
+DEBIAN = {
+    "11": "bullseye",
+    "12": "bookworm",
+    "13": "trixie",
+    "bullseye": "bullseye",
+    "bookworm": "bookworm",
+    "trixie": "trixie",
+    "stable": "bookworm",
+    "latest": "bookworm",
+}
 UBUNTU = {"20.04": "bullseye", "22.04": "bookworm", "24.04": "trixie", "latest": "trixie"}
 # python3 and pygments: the verifier's pytest, bound from the host, runs on them
 BASE_PACKAGES = ["ca-certificates", "curl", "python3", "python3-pygments"]
 PY_PACKAGES = ["python3-pip", "python3-venv", "python-is-python3"]
 MOUNT_POINTS = ("app", "workspace", "grading", "tests", "logs")
-BLOCKED_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-                  "100.64.0.0/10")  # fmt: skip
+BLOCKED_RANGES = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+)
 SLIRP_DNS = "10.0.2.3"
 
 
@@ -92,9 +110,13 @@ def rootfs_blockers() -> list[str]:
         out.append(
             "real task roots need root on the host (mmdebstrap, overlay mounts): run as root"
         )
-    for exe, pkg in (("mmdebstrap", "mmdebstrap"), ("bwrap", "bubblewrap"),
-                     ("slirp4netns", "slirp4netns"), ("nsenter", "util-linux"),
-                     ("ip", "iproute2")):  # fmt: skip
+    for exe, pkg in (
+        ("mmdebstrap", "mmdebstrap"),
+        ("bwrap", "bubblewrap"),
+        ("slirp4netns", "slirp4netns"),
+        ("nsenter", "util-linux"),
+        ("ip", "iproute2"),
+    ):
         if shutil.which(exe) is None:
             out.append(f"{exe} is not installed: apt-get install {pkg}")
     return out
@@ -155,9 +177,16 @@ def ensure_base(release: str, packages: list[str], cache: Path | None = None) ->
         if (final / "etc/debian_version").is_file():  # another process built it meanwhile
             return final
         tmp = Path(tempfile.mkdtemp(prefix=f".base-{release}-", dir=root))
-        cmd = ["mmdebstrap", "--quiet", "--variant=minbase", "--mode=root",
-               f"--include={','.join(sorted(packages))}", "--skip=cleanup/apt/lists",
-               release, str(tmp)]  # fmt: skip
+        cmd = [
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            "--mode=root",
+            f"--include={','.join(sorted(packages))}",
+            "--skip=cleanup/apt/lists",
+            release,
+            str(tmp),
+        ]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -214,13 +243,18 @@ class CowView:
             return
         fuse = shutil.which("fuse-overlayfs")
         if fuse is None:
-            raise RootfsError(f"overlay mount refused ({os.strerror(err)}) and fuse-overlayfs is "
-                              "not installed: apt-get install fuse-overlayfs")  # fmt: skip
-        res = subprocess.run([fuse, "-o", opts + ",allow_other", str(self.merged)],
-                             capture_output=True, text=True)  # fmt: skip
+            raise RootfsError(
+                f"overlay mount refused ({os.strerror(err)}) and fuse-overlayfs is "
+                "not installed: apt-get install fuse-overlayfs"
+            )
+        res = subprocess.run(
+            [fuse, "-o", opts + ",allow_other", str(self.merged)], capture_output=True, text=True
+        )
         if res.returncode != 0:
-            raise RootfsError(f"overlay mount refused ({os.strerror(err)}); fuse-overlayfs "
-                              f"failed: {res.stderr.strip()[:200]}")  # fmt: skip
+            raise RootfsError(
+                f"overlay mount refused ({os.strerror(err)}); fuse-overlayfs "
+                f"failed: {res.stderr.strip()[:200]}"
+            )
         self.kind = "fuse-overlayfs"
 
     def unmount(self) -> None:
@@ -250,9 +284,14 @@ class BuildNetwork:
     def __init__(self, where: Path):
         self.holder = subprocess.Popen(
             ["unshare", "--user", "--map-root-user", "--net", "--", "sleep", "infinity"],
-            user=SANDBOX_UID, group=SANDBOX_UID, extra_groups=[], start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            user=SANDBOX_UID,
+            group=SANDBOX_UID,
+            extra_groups=[],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         self.slirp: subprocess.Popen | None = None
         try:
             self._connect()
@@ -280,11 +319,20 @@ class BuildNetwork:
             time.sleep(0.001)
         r, w = os.pipe()
         self.slirp = subprocess.Popen(
-            ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-             f"--ready-fd={w}", str(pid), "tap0"],
-            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                "slirp4netns",
+                "--configure",
+                "--mtu=65520",
+                "--disable-host-loopback",
+                f"--ready-fd={w}",
+                str(pid),
+                "tap0",
+            ],
+            pass_fds=(w,),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
-        )  # fmt: skip
+        )
         os.close(w)
         ready = os.read(r, 1)
         os.close(r)
@@ -292,8 +340,11 @@ class BuildNetwork:
             err = self.slirp.stderr.read().decode() if self.slirp.stderr else ""
             raise RootfsError(f"slirp4netns failed: {err.strip()[:200]}")
         for net in BLOCKED_RANGES:
-            subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "route", "add",
-                            "unreachable", net], check=True, capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["nsenter", "-t", str(pid), "-n", "ip", "route", "add", "unreachable", net],
+                check=True,
+                capture_output=True,
+            )
 
     def close(self) -> None:
         for proc in (self.slirp, self.holder):

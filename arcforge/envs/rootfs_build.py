@@ -44,8 +44,9 @@ from arcforge.envs.sandbox_rootfs import PATH, RootfsImage, RootfsSandbox
 from arcforge.envs.sandbox_types import APP, Limits, SandboxError
 
 IMAGE_FORMAT = 1
-BUILD_LIMITS = Limits(wall_time=900, cpu_seconds=900, memory_mb=8192, max_processes=512,
-                      output_bytes=4_000_000)  # fmt: skip
+BUILD_LIMITS = Limits(
+    wall_time=900, cpu_seconds=900, memory_mb=8192, max_processes=512, output_bytes=4_000_000
+)
 PIP_PASS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT")
 STAGE = "/grading/.context"  # where a COPY's sources are staged for the in-sandbox copy
 
@@ -124,8 +125,11 @@ class _Replay:
         into_dir = dst.endswith("/") or len(srcs) > 1
         cmds = []
         for i, src in enumerate(srcs):
-            matches = sorted(self.context.glob(src)) if any(c in src for c in "*?[") else [
-                self.context / src]  # fmt: skip
+            matches = (
+                sorted(self.context.glob(src))
+                if any(c in src for c in "*?[")
+                else [self.context / src]
+            )
             if (
                 src.startswith(("http://", "https://"))
                 or not matches
@@ -146,8 +150,10 @@ class _Replay:
                     )
                 else:
                     target = f"{dst.rstrip('/')}/{m.name}" if into_dir else dst
-                    cmds.append(f"mkdir -p {shlex.quote(os.path.dirname(target) or '/')} && "
-                                f"cp -a {stage} {shlex.quote(target)}")  # fmt: skip
+                    cmds.append(
+                        f"mkdir -p {shlex.quote(os.path.dirname(target) or '/')} && "
+                        f"cp -a {stage} {shlex.quote(target)}"
+                    )
         ok = self.exec(" && ".join(cmds), f"{op} {arg}", cwd="/")
         shutil.rmtree(self.sb.store.grading / ".context", ignore_errors=True)
         return ok
@@ -181,9 +187,13 @@ def _cached(final: Path, failed: Path) -> ImageBuild | None:
     return None
 
 
-def build_image(dockerfile: str | Path | None, compose: str = "",
-                extra_pip: list[str] | tuple[str, ...] = (), cache: str | Path | None = None,
-                force: bool = False) -> ImageBuild:  # fmt: skip
+def build_image(
+    dockerfile: str | Path | None,
+    compose: str = "",
+    extra_pip: list[str] | tuple[str, ...] = (),
+    cache: str | Path | None = None,
+    force: bool = False,
+) -> ImageBuild:
     """The cached real-root image of `dockerfile` (None: a bare python base), built when missing.
 
     Args:
@@ -223,8 +233,9 @@ def build_image(dockerfile: str | Path | None, compose: str = "",
             return ImageBuild(None, [str(err)])
         try:
             env = {k: os.environ[k] for k in PIP_PASS if k in os.environ}
-            sb = RootfsSandbox(RootfsImage((base,)), BUILD_LIMITS, env=env, network=net,
-                               parent=work)  # fmt: skip
+            sb = RootfsSandbox(
+                RootfsImage((base,)), BUILD_LIMITS, env=env, network=net, parent=work
+            )
             try:
                 rep = _Replay(sb, df.parent if df is not None else work, log)
                 ok = True

@@ -55,11 +55,22 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # that is bound read-only as /etc: one mount instead of twenty halves an exec's cost. The two
 # big directories of symlinks are bound on top (creating 700 symlinks costs a second here).
 ETC_COPY = [
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ssl/openssl.cnf",
-    "/etc/ca-certificates.conf", "/etc/nsswitch.conf", "/etc/localtime",
-    "/etc/os-release", "/etc/protocols", "/etc/services", "/etc/mime.types",
-    "/etc/debian_version", "/etc/locale.alias", "/etc/inputrc", "/etc/bash.bashrc",
-]  # fmt: skip
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates.conf",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/os-release",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/mime.types",
+    "/etc/debian_version",
+    "/etc/locale.alias",
+    "/etc/inputrc",
+    "/etc/bash.bashrc",
+]
 ETC_BIND = ["/etc/alternatives", "/etc/ssl/certs"]
 MERGED_USR = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
 
@@ -70,11 +81,29 @@ def bwrap_available() -> bool:
     if exe is None:
         return False
     res = run_capped(
-        [exe, "--unshare-all", "--unshare-user", "--ro-bind", "/usr", "/usr",
-         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-         "--symlink", "usr/lib64", "/lib64", "--", "/bin/true"],
-        timeout=10, output_bytes=10_000, user=_drop_uid(),
-    )  # fmt: skip
+        [
+            exe,
+            "--unshare-all",
+            "--unshare-user",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--",
+            "/bin/true",
+        ],
+        timeout=10,
+        output_bytes=10_000,
+        user=_drop_uid(),
+    )
     return res.exit_code == 0
 
 
@@ -150,22 +179,30 @@ class BwrapSandbox(StoreBackedSandbox):
         self.etc = _shared_etc()
         if root is not None:
             self.workdir = APP
-        self.store = HostStore(workspace, owner=self.uid, layer=root.path if root else None,
-                               layer_dirs=LAYER_DIRS)  # fmt: skip
+        self.store = HostStore(
+            workspace, owner=self.uid, layer=root.path if root else None, layer_dirs=LAYER_DIRS
+        )
         self._static = self._static_args()
 
     def _static_args(self) -> list[str]:
         uid = 0 if self.root is not None else INNER_UID
         args = [
-            "--unshare-all", "--unshare-user",  # user, pid, net, ipc, uts, cgroup, mount ns
+            "--unshare-all",
+            "--unshare-user",  # user, pid, net, ipc, uts, cgroup, mount ns
             *(["--share-net"] if self.network else []),
             "--disable-userns",  # no nested user namespaces (no caps to regain inside)
-            "--uid", str(uid), "--gid", str(uid), "--hostname", "sandbox",
+            "--uid",
+            str(uid),
+            "--gid",
+            str(uid),
+            "--hostname",
+            "sandbox",
             "--die-with-parent",  # the sandbox dies if the host-side runner dies
             "--new-session",  # setsid: no TIOCSTI typing into a host terminal
-            "--cap-drop", "ALL",
+            "--cap-drop",
+            "ALL",
             *_system_binds(),
-        ]  # fmt: skip
+        ]
         if self.store.layer is None:
             args += ["--ro-bind", str(self.etc), "/etc"]
         else:  # the layer's writable system dirs (etc first: the ETC_BIND mounts go on top)
@@ -174,10 +211,19 @@ class BwrapSandbox(StoreBackedSandbox):
                 args += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
         args += [
             *[a for p in ETC_BIND if os.path.isdir(p) for a in ("--ro-bind", p, p)],
-            "--proc", "/proc", "--dev", "/dev",
-            "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp",
-            "--size", str(64 << 20), "--tmpfs", "/dev/shm",
-        ]  # fmt: skip
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(self.limits.tmp_mb << 20),
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            str(64 << 20),
+            "--tmpfs",
+            "/dev/shm",
+        ]
         for host, inside in self.extra_ro_binds.items():
             args += ["--ro-bind", host, inside]
         return args
@@ -193,10 +239,18 @@ class BwrapSandbox(StoreBackedSandbox):
         if self.root is not None:
             s.grading_subdirs(tuple(name for name, _ in CONTAINER_MOUNTS))
             args += ["--bind", str(s.workspace), APP]
-            args += [a for name, inside in CONTAINER_MOUNTS
-                     for a in (gbind, str(s.grading / name), inside)]  # fmt: skip
-            base = {"PATH": f"{VENV}/bin:{PATH}", "HOME": "/root", "LANG": "C.UTF-8",
-                    "USER": "root", **self.root.env}  # fmt: skip
+            args += [
+                a
+                for name, inside in CONTAINER_MOUNTS
+                for a in (gbind, str(s.grading / name), inside)
+            ]
+            base = {
+                "PATH": f"{VENV}/bin:{PATH}",
+                "HOME": "/root",
+                "LANG": "C.UTF-8",
+                "USER": "root",
+                **self.root.env,
+            }
         args += ["--remount-ro", "/", "--chdir", cwd, "--clearenv"]
         for k, v in {**base, **self.env, **env}.items():
             args += ["--setenv", k, v]
@@ -231,9 +285,14 @@ class BwrapSandbox(StoreBackedSandbox):
         argv = self.argv(cmd, env or {}, cwd or default_cwd, grading)
         wall = self.limits.wall_time if timeout is None else timeout
         res = run_capped(
-            argv, timeout=wall, output_bytes=self.limits.output_bytes, stdin=stdin,
-            env={"PATH": PATH}, cwd=str(self.store.root), user=self.uid,
-        )  # fmt: skip
+            argv,
+            timeout=wall,
+            output_bytes=self.limits.output_bytes,
+            stdin=stdin,
+            env={"PATH": PATH},
+            cwd=str(self.store.root),
+            user=self.uid,
+        )
         if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
             raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
         if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):

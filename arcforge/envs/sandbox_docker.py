@@ -87,10 +87,13 @@ class DockerSandbox(StoreBackedSandbox):
         # Files the host wrote belong to the host user; hand the workspace to the agent uid
         # and keep /grading root-only-writable.
         self.container.exec_run(
-            ["sh", "-c", f"chown -R {AGENT_USER} {WORKSPACE}; chown 0:0 {GRADING}; "
-             f"chmod 755 {GRADING}"],
+            [
+                "sh",
+                "-c",
+                f"chown -R {AGENT_USER} {WORKSPACE}; chown 0:0 {GRADING}; chmod 755 {GRADING}",
+            ],
             user="0:0",
-        )  # fmt: skip
+        )
 
     def exec(
         self,
@@ -114,9 +117,12 @@ class DockerSandbox(StoreBackedSandbox):
         start = time.monotonic()
         api = self.container.client.api
         exec_id = api.exec_create(
-            self.container.id, argv, workdir=cwd or WORKSPACE,
-            environment={**self.env, **(env or {})}, user="0:0" if grading else AGENT_USER,
-        )["Id"]  # fmt: skip
+            self.container.id,
+            argv,
+            workdir=cwd or WORKSPACE,
+            environment={**self.env, **(env or {})},
+            user="0:0" if grading else AGENT_USER,
+        )["Id"]
         stream = api.exec_start(exec_id, stream=True, demux=True)
         out, err, used, truncated, timed_out = bytearray(), bytearray(), 0, False, False
         for o, e in stream:

@@ -83,8 +83,13 @@ class HostStore:
     The store takes that initial snapshot, "snap-0", itself.
     """
 
-    def __init__(self, workspace: str | Path | None, owner: int | None,
-                 layer: Path | None = None, layer_dirs: tuple[str, ...] = ()):  # fmt: skip
+    def __init__(
+        self,
+        workspace: str | Path | None,
+        owner: int | None,
+        layer: Path | None = None,
+        layer_dirs: tuple[str, ...] = (),
+    ):
         if workspace is not None and not Path(workspace).is_dir():
             raise SandboxError(f"workspace {workspace} is not a directory")
         self.root = Path(tempfile.mkdtemp(prefix="arcforge-sbx-"))

@@ -57,20 +57,38 @@ from arcforge.envs.sandbox_types import APP, LAYER_DIRS, VENV, Limits, RootLayer
 __all__ = ["LayerBuild", "RootLayer", "build_layer", "dockerfile_needs", "layer_cache"]
 
 LAYER_FORMAT = 1
-BUILD_LIMITS = Limits(wall_time=900, cpu_seconds=900, memory_mb=4096, max_processes=256,
-                      output_bytes=4_000_000, tmp_mb=2048)  # fmt: skip
-STOCK_IMAGES = re.compile(r"^(docker\.io/)?(library/)?(python|debian|ubuntu|buildpack-deps)[:@]"
-                          r"|^ghcr\.io/laude-institute/t-bench/(python-3-1\d|ubuntu-2\d-04)")  # fmt: skip
+BUILD_LIMITS = Limits(
+    wall_time=900,
+    cpu_seconds=900,
+    memory_mb=4096,
+    max_processes=256,
+    output_bytes=4_000_000,
+    tmp_mb=2048,
+)
+STOCK_IMAGES = re.compile(
+    r"^(docker\.io/)?(library/)?(python|debian|ubuntu|buildpack-deps)[:@]"
+    r"|^ghcr\.io/laude-institute/t-bench/(python-3-1\d|ubuntu-2\d-04)"
+)
 GPU_IMAGE = re.compile(r"nvidia|cuda|rocm|pytorch/pytorch|tensorflow/tensorflow", re.I)
 # registry settings a build's pip may need (the host's own values, when set)
-PIP_PASS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
-            "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")  # fmt: skip
+PIP_PASS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
 # lines a build skips: the uv bootstrap and apt bookkeeping (apt cannot run on a read-only /usr)
 DROP_SEGMENT = re.compile(
     r"^\s*(curl\s.*astral\.sh/uv.*|source\s+\$HOME/\.local/bin/env|uv\s+venv\b.*|uv\s+init\b.*"
     r"|source\s+\S*/bin/activate|rm\s+-rf\s+/var/lib/apt/lists.*|apt-get\s+update.*"
     r"|apt\s+update.*|apt-get\s+(clean|autoremove).*)$"
-)  # fmt: skip
+)
 PIP_WRAPPER = f'#!/bin/sh\nexec {VENV}/bin/python3 -m pip "$@"\n'
 
 
@@ -101,8 +119,9 @@ def apt_missing(pkgs: list[str]) -> list[str]:
     def present(p: str) -> bool:
         if shutil.which(p):
             return True
-        res = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
-                             text=True)  # fmt: skip
+        res = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True
+        )
         return "install ok installed" in res.stdout
 
     return [p for p in pkgs if not present(p.split("=")[0])]
@@ -359,9 +378,13 @@ def _private_network(sb: Any) -> BuildNetwork | None:
     return net
 
 
-def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
-                force: bool = False, extra_pip: list[str] | tuple[str, ...] = (),
-                compose: str = "") -> LayerBuild:  # fmt: skip
+def build_layer(
+    dockerfile: str | Path | None,
+    cache: str | Path | None = None,
+    force: bool = False,
+    extra_pip: list[str] | tuple[str, ...] = (),
+    compose: str = "",
+) -> LayerBuild:
     """The cached layer for `dockerfile` (None: the base layer), built when missing.
 
     Args:
@@ -397,9 +420,11 @@ def build_layer(dockerfile: str | Path | None, cache: str | Path | None = None,
         try:
             net = _private_network(sb)
             b = _Builder(sb, df.parent if df is not None else tmp, log)
-            ok = b.exec(f"python3 -m venv --without-pip --system-site-packages {VENV} && "
-                        f"printf '%s' {shlex.quote(PIP_WRAPPER)} > {VENV}/bin/pip && "
-                        f"chmod +x {VENV}/bin/pip && ln -s pip {VENV}/bin/pip3")  # fmt: skip
+            ok = b.exec(
+                f"python3 -m venv --without-pip --system-site-packages {VENV} && "
+                f"printf '%s' {shlex.quote(PIP_WRAPPER)} > {VENV}/bin/pip && "
+                f"chmod +x {VENV}/bin/pip && ln -s pip {VENV}/bin/pip3"
+            )
             for line in logical_lines(text) if ok else []:
                 op, _, arg = line.partition(" ")
                 op, arg = op.upper(), arg.strip()

@@ -171,10 +171,16 @@ class RootfsSandbox(StoreBackedSandbox):
     backend = "bwrap-rootfs"
     workdir = APP
 
-    def __init__(self, image: RootfsImage, limits: Limits, workspace: str | Path | None = None,
-                 extra_ro_binds: dict[str | Path, str] | None = None,
-                 env: dict[str, str] | None = None, network: BuildNetwork | None = None,
-                 parent: Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        image: RootfsImage,
+        limits: Limits,
+        workspace: str | Path | None = None,
+        extra_ro_binds: dict[str | Path, str] | None = None,
+        env: dict[str, str] | None = None,
+        network: BuildNetwork | None = None,
+        parent: Path | None = None,
+    ):
         self.exe = shutil.which("bwrap")
         if self.exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
@@ -196,30 +202,70 @@ class RootfsSandbox(StoreBackedSandbox):
         s = self.store
         s.grading_subdirs()
         gbind = "--bind" if grading else "--ro-bind"
-        args = [*(self.network.prefix if self.network else []), self.exe,
-                "--unshare-all", "--unshare-user", *(["--share-net"] if self.network else []),
-                "--disable-userns", "--uid", "0", "--gid", "0", "--hostname", "sandbox",
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                "--bind", str(s.merged), "/", "--proc", "/proc", "--dev", "/dev",
-                "--size", str(64 << 20), "--tmpfs", "/dev/shm",
-                "--bind", str(s.merged / APP.lstrip("/")), WORKSPACE,
-                gbind, str(s.grading), GRADING]  # fmt: skip
-        args += [a for name, inside in CONTAINER_MOUNTS
-                 for a in (gbind, str(s.grading / name), inside)]  # fmt: skip
+        args = [
+            *(self.network.prefix if self.network else []),
+            self.exe,
+            "--unshare-all",
+            "--unshare-user",
+            *(["--share-net"] if self.network else []),
+            "--disable-userns",
+            "--uid",
+            "0",
+            "--gid",
+            "0",
+            "--hostname",
+            "sandbox",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--bind",
+            str(s.merged),
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(64 << 20),
+            "--tmpfs",
+            "/dev/shm",
+            "--bind",
+            str(s.merged / APP.lstrip("/")),
+            WORKSPACE,
+            gbind,
+            str(s.grading),
+            GRADING,
+        ]
+        args += [
+            a for name, inside in CONTAINER_MOUNTS for a in (gbind, str(s.grading / name), inside)
+        ]
         if self.network:
             args += ["--ro-bind", str(self.network.resolv), "/etc/resolv.conf"]
         for host, inside in self.extra_ro_binds.items():
             args += ["--ro-bind", host, inside]
-        base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root",
-                "DEBIAN_FRONTEND": "noninteractive", **self.image.env}  # fmt: skip
+        base = {
+            "PATH": PATH,
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            "USER": "root",
+            "DEBIAN_FRONTEND": "noninteractive",
+            **self.image.env,
+        }
         args += ["--chdir", cwd, "--clearenv"]
         for k, v in {**base, **self.env, **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, "/bin/bash")]
 
-    def exec(self, cmd: str, timeout: float | None = None, stdin: str | None = None,
-             env: dict[str, str] | None = None, cwd: str | None = None,
-             grading: bool = False) -> ExecResult:  # fmt: skip
+    def exec(
+        self,
+        cmd: str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        grading: bool = False,
+    ) -> ExecResult:
         """Run `cmd` with bash in the image's root (arguments as `BwrapSandbox.exec`; the
         default cwd is the image's WORKDIR, or /app when the agent removed it)."""
         if self.closed:
@@ -233,10 +279,14 @@ class RootfsSandbox(StoreBackedSandbox):
                 cwd = APP
         argv = self.argv(cmd, env or {}, cwd, grading)
         res = run_capped(
-            argv, timeout=self.limits.wall_time if timeout is None else timeout,
-            output_bytes=self.limits.output_bytes, stdin=stdin, env={"PATH": PATH},
-            cwd=str(self.store.root), user=self.uid,
-        )  # fmt: skip
+            argv,
+            timeout=self.limits.wall_time if timeout is None else timeout,
+            output_bytes=self.limits.output_bytes,
+            stdin=stdin,
+            env={"PATH": PATH},
+            cwd=str(self.store.root),
+            user=self.uid,
+        )
         if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
             raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
         if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):

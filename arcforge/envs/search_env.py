@@ -63,8 +63,10 @@ def as_document(d: Any) -> Document:
         return Document(str(d[0]), str(d[1]), str(d[2]))
     if all(hasattr(d, a) for a in ("id", "title", "text")):  # e.g. arcforge.world.Page
         return Document(str(d.id), str(d.title), str(d.text))
-    raise ValueError(f"a corpus item must be a Document, (doc_id, title, text), a dict or have "
-                     f".id/.title/.text; got {type(d).__name__}")  # fmt: skip
+    raise ValueError(
+        f"a corpus item must be a Document, (doc_id, title, text), a dict or have "
+        f".id/.title/.text; got {type(d).__name__}"
+    )
 
 
 class SearchIndex:
@@ -189,8 +191,14 @@ class SearchEnv:
         system_prompt: the system message (None for none).
     """
 
-    def __init__(self, index: SearchIndex, top_k: int = 3, page_chars: int = 1000,
-                 snippet_chars: int = 120, system_prompt: str | None = SYSTEM_PROMPT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: SearchIndex,
+        top_k: int = 3,
+        page_chars: int = 1000,
+        snippet_chars: int = 120,
+        system_prompt: str | None = SYSTEM_PROMPT,
+    ) -> None:
         self.index, self.top_k = index, top_k
         self.page_chars, self.snippet_chars = page_chars, snippet_chars
         self.system_prompt = system_prompt
@@ -238,8 +246,10 @@ class SearchEnv:
             key = self._hits[n - 1]
         doc = self.index.by_id.get(key)
         if doc is None:
-            return (f"error: no document with id {doc_id!r}; use an id or a result number "
-                    "from the search results")  # fmt: skip
+            return (
+                f"error: no document with id {doc_id!r}; use an id or a result number "
+                "from the search results"
+            )
         pages = paginate(doc.text, self.page_chars)
         p = int(page)
         if not 0 <= p < len(pages):
@@ -277,9 +287,13 @@ class SearchEnv:
         ref = str(self._task.validation.answer)
         pred = extract_answer(self._answer) if self._answer is not None else ""
         em = float(bool(pred) and normalize_answer(pred) == normalize_answer(ref))
-        details = {"answer": pred if self._answer is not None else None, "em": em,
-                   "f1": token_f1(pred, ref), "searches": self._counts["search"],
-                   "opens": self._counts["open"]}  # fmt: skip
+        details = {
+            "answer": pred if self._answer is not None else None,
+            "em": em,
+            "f1": token_f1(pred, ref),
+            "searches": self._counts["search"],
+            "opens": self._counts["open"],
+        }
         return Reward(em, details)
 
     def close(self) -> None:

@@ -23,16 +23,19 @@ class SlidesEnv(SingleTurnEnv):
         renderer: a SlideRenderer to share (default: one on this thread's shared browser).
     """
 
-    def __init__(self, system_prompt: str | None = None,
-                 renderer: SlideRenderer | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, system_prompt: str | None = None, renderer: SlideRenderer | None = None
+    ) -> None:
         super().__init__(system_prompt)
         self.renderer = renderer
 
     def check(self, task: Task) -> None:
         missing = [k for k in ("outline", "assets", "design") if k not in task.context]
         if task.kind != "slides" or missing:
-            raise ValueError(f"task {task.id}: SlidesEnv needs a slides task with context "
-                             f"outline, assets and design (missing: {missing or 'kind'})")  # fmt: skip
+            raise ValueError(
+                f"task {task.id}: SlidesEnv needs a slides task with context "
+                f"outline, assets and design (missing: {missing or 'kind'})"
+            )
 
     def score(self, reply: str | None, task: Task) -> Reward:
         if not reply:

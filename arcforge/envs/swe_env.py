@@ -52,12 +52,26 @@ from arcforge.types import Message, Reward, Task, Tool
 from arcforge.world.repos import Repo
 
 TEST_DIRS = {"tests", "test", "testing"}
-RUNNER_FILES = {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg",
-                "pyproject.toml", "sitecustomize.py", "usercustomize.py"}  # fmt: skip
-_GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "arcforge", "GIT_AUTHOR_EMAIL": "swe@arcforge.local",
-            "GIT_COMMITTER_NAME": "arcforge", "GIT_COMMITTER_EMAIL": "swe@arcforge.local",
-            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}  # fmt: skip
+RUNNER_FILES = {
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+}
+_GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "arcforge",
+    "GIT_AUTHOR_EMAIL": "swe@arcforge.local",
+    "GIT_COMMITTER_NAME": "arcforge",
+    "GIT_COMMITTER_EMAIL": "swe@arcforge.local",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
 
 
 def offered_tools(task: Task, known: tuple[str, ...]) -> list[str]:
@@ -70,8 +84,10 @@ def offered_tools(task: Task, known: tuple[str, ...]) -> list[str]:
         return list(known)
     unknown = sorted(set(task.tools) - set(known))
     if unknown:
-        raise ValueError(f"task {task.id} lists tools SWEEnv does not have: {', '.join(unknown)}; "
-                         f"known: {', '.join(known)}")  # fmt: skip
+        raise ValueError(
+            f"task {task.id} lists tools SWEEnv does not have: {', '.join(unknown)}; "
+            f"known: {', '.join(known)}"
+        )
     return [n for n in known if n in task.tools]
 
 
@@ -80,8 +96,12 @@ def is_protected(rel: str) -> bool:
     parts = rel.split("/")
     name = parts[-1]
     test_file = name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-    return (name in RUNNER_FILES or name.endswith((".pth", ".pyc")) or test_file
-            or any(p in TEST_DIRS for p in parts[:-1]))  # fmt: skip
+    return (
+        name in RUNNER_FILES
+        or name.endswith((".pth", ".pyc"))
+        or test_file
+        or any(p in TEST_DIRS for p in parts[:-1])
+    )
 
 
 def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -143,8 +163,13 @@ def clone_snapshot(task: Task, root: Path) -> Snapshot:
     tar = _git(clone, "archive", "--format=tar", commit)
     subprocess.run(["tar", "-x", "-C", str(base)], input=tar, check=True)
     patch = task.metadata.get("test_patch") or ""
-    touched = sorted({ln.split(" b/", 1)[1] for ln in patch.splitlines()
-                      if ln.startswith("diff --git a/") and " b/" in ln})  # fmt: skip
+    touched = sorted(
+        {
+            ln.split(" b/", 1)[1]
+            for ln in patch.splitlines()
+            if ln.startswith("diff --git a/") and " b/" in ln
+        }
+    )
     scratch = root / "hidden"
     scratch.mkdir()
     for rel in touched:
@@ -207,9 +232,11 @@ def sanitize(tree: Path, snap: Snapshot) -> list[str]:
     return sorted(r for r in set(agent) | set(want) if agent.get(r, b"") != want.get(r, b""))
 
 
-_DURATION = re.compile(r"^(.*\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
-                       r"warnings?|no tests ran)\b.*?) in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?( =+)?$",
-                       re.M)  # fmt: skip
+_DURATION = re.compile(
+    r"^(.*\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
+    r"warnings?|no tests ran)\b.*?) in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?( =+)?$",
+    re.M,
+)
 
 
 def strip_durations(text: str) -> str:
@@ -232,9 +259,14 @@ class SWEEnv:
 
     tool_names = SWE_TOOLS
 
-    def __init__(self, repos: Iterable[Repo] = (), backend: str = "bwrap",
-                 limits: Limits | None = None, tool_timeout: float = 60,
-                 verify_timeout: float = 300):  # fmt: skip
+    def __init__(
+        self,
+        repos: Iterable[Repo] = (),
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 60,
+        verify_timeout: float = 300,
+    ):
         self.repos = {r.name: r for r in repos}
         self.backend, self.limits = backend, limits or Limits(wall_time=300)
         self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
@@ -260,8 +292,12 @@ class SWEEnv:
         fresh_repo(self.snap.base, self.tmp / "work")
         # no .pyc: an edit within the same second that keeps a module's size (`n - 1` ->
         # `n + 1`) would otherwise leave the old bytecode in use for the next test run
-        self.sb = open_task_sandbox(self.backend, self.limits, workspace=self.tmp / "work",
-                                    env={"PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
+        self.sb = open_task_sandbox(
+            self.backend,
+            self.limits,
+            workspace=self.tmp / "work",
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+        )
         tools = sandbox_tools(self.sb, self.tool_timeout)
         tools["run_tests"] = Tool.from_function(self._run_tests, name="run_tests")
         tools.update(function_tools(self.sb, self.tool_timeout, is_protected, task.instruction))
@@ -276,8 +312,9 @@ class SWEEnv:
         """
         assert self.sb is not None
         target = "'" + path.replace("'", "'\\''") + "'" if path else ""
-        res = self.sb.exec(f"python3 -m pytest -q -p no:cacheprovider {target}",
-                           timeout=self.tool_timeout)  # fmt: skip
+        res = self.sb.exec(
+            f"python3 -m pytest -q -p no:cacheprovider {target}", timeout=self.tool_timeout
+        )
         return strip_durations(format_exec(res))[-6000:]
 
     def step(self, message: Message) -> StepResult:
@@ -292,8 +329,10 @@ class SWEEnv:
         """Apply a unified diff in the workspace as the agent could (used by check and tests)."""
         assert self.sb is not None, "call reset(task) first"
         self.sb.write_file(".arcforge.patch", patch)
-        return self.sb.exec("git apply --whitespace=nowarn .arcforge.patch || patch -p1 -f "
-                            "< .arcforge.patch; rc=$?; rm -f .arcforge.patch; exit $rc")  # fmt: skip
+        return self.sb.exec(
+            "git apply --whitespace=nowarn .arcforge.patch || patch -p1 -f "
+            "< .arcforge.patch; rc=$?; rm -f .arcforge.patch; exit $rc"
+        )
 
     def verify(self) -> Reward:
         """Sanitise, copy hidden tests in, run F2P+P2P under pytest, read the JUnit report."""
@@ -319,10 +358,12 @@ class SWEEnv:
         details: dict[str, Any] = {
             "f2p": {"passed": f2p, "total": len(v.fail_to_pass)},
             "p2p": {"passed": p2p, "total": len(v.pass_to_pass)},
-            "not_passed": dict(list(bad.items())[:20]), "reverted": reverted[:50],
-            "exit_code": run.exec.exit_code, "errors": run.errors,
+            "not_passed": dict(list(bad.items())[:20]),
+            "reverted": reverted[:50],
+            "exit_code": run.exec.exit_code,
+            "errors": run.errors,
             "output": format_exec(run.exec)[-1500:],
-        }  # fmt: skip
+        }
         return Reward(1.0 if run.report_ok and not bad else 0.0, details)
 
     def close(self) -> None:

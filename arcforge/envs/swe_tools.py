@@ -47,8 +47,16 @@ from arcforge.envs.sandbox_types import Sandbox, SandboxError
 from arcforge.types import Tool
 
 # the tools every SWE episode offers (SWEEnv), in the order its prompt lists them
-SWE_TOOLS = ("localize", "view_function", "replace_function", "view_file", "search_code",
-             "edit_file", "run_tests", "bash")  # fmt: skip
+SWE_TOOLS = (
+    "localize",
+    "view_function",
+    "replace_function",
+    "view_file",
+    "search_code",
+    "edit_file",
+    "run_tests",
+    "bash",
+)
 # the world's SWE tasks offer these (SWEEnv's `offered_tools`): the path-based tools left out
 WORLD_SWE_TOOLS = ("localize", "view_function", "replace_function", "run_tests")
 
@@ -164,8 +172,11 @@ print("@@TRACE@@" + json.dumps({"exit": int(code), "tests": {
 
 REPRO_ID = "issue reproduction"
 _TRACE_RUNNER = _TRACE_RUNNER.replace("REPRO_ID", repr(REPRO_ID))
-_ISSUE_CALL = re.compile(r"Calling `(?P<call>[^`]+)` \(from `(?P<path>[^`]+\.py)`\) "
-                         r"(?:returns|raises) .*, but (?P<expected>.+) was expected\.", re.S)  # fmt: skip
+_ISSUE_CALL = re.compile(
+    r"Calling `(?P<call>[^`]+)` \(from `(?P<path>[^`]+\.py)`\) "
+    r"(?:returns|raises) .*, but (?P<expected>.+) was expected\.",
+    re.S,
+)
 
 
 def reproduction(issue: str) -> dict[str, str] | None:
@@ -180,8 +191,9 @@ def reproduction(issue: str) -> dict[str, str] | None:
     return {"module": module, "call": m["call"], "expected": m["expected"].strip()}
 
 
-def ochiai(tests: dict[str, tuple[str, list[tuple[str, str]]]],
-           keep: Callable[[str], bool]) -> list[tuple[float, str, str]]:  # fmt: skip
+def ochiai(
+    tests: dict[str, tuple[str, list[tuple[str, str]]]], keep: Callable[[str], bool]
+) -> list[tuple[float, str, str]]:
     """[(score, path, qualname)] of the functions failing tests call, best first: Ochiai
     ef / sqrt(F * (ef + ep)) over `tests` ({node id: (outcome, [(path, qualname)])}); only
     functions whose path passes `keep`, nested code (`f.<locals>.g`, a comprehension) counted
@@ -201,8 +213,9 @@ def ochiai(tests: dict[str, tuple[str, list[tuple[str, str]]]],
     return sorted(scored, key=lambda r: (-r[0], r[1], r[2]))
 
 
-def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], issue: str = ""
-                   ) -> dict[str, Tool]:  # fmt: skip
+def function_tools(
+    sb: Sandbox, timeout: float, skip: Callable[[str], bool], issue: str = ""
+) -> dict[str, Tool]:
     """localize, view_function and replace_function bound to one sandbox; `skip(rel_path)`
     leaves a file out of the search and the ranking (SWEEnv passes `is_protected`: tests and
     runner files); `issue`: the task's issue text, whose reported call localize reproduces. The
@@ -221,8 +234,10 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], iss
             files = [path.removeprefix("/workspace/").removeprefix("./")]
         else:
             pat = shlex.quote(rf"def\s+{bare}\s*\(")
-            res = sb.exec(f"grep -rlIE --include='*.py' --exclude-dir=.git -e {pat} . | head -n 50",
-                          timeout=timeout)  # fmt: skip
+            res = sb.exec(
+                f"grep -rlIE --include='*.py' --exclude-dir=.git -e {pat} . | head -n 50",
+                timeout=timeout,
+            )
             files = [
                 f.removeprefix("./") for f in res.stdout.split() if not skip(f.removeprefix("./"))
             ]
@@ -252,8 +267,10 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], iss
         if len(out) < 2:
             return "error: the tests did not run:\n" + (res.stdout + res.stderr)[-1500:]
         try:
-            tests = {n: (o, [tuple(c) for c in calls])
-                     for n, (o, calls) in json.loads(out[1])["tests"].items()}  # fmt: skip
+            tests = {
+                n: (o, [tuple(c) for c in calls])
+                for n, (o, calls) in json.loads(out[1])["tests"].items()
+            }
         except (ValueError, TypeError, KeyError) as err:
             return f"error: unreadable test trace ({err})"
         failing = sum(o == "failed" for o, _ in tests.values())
@@ -307,13 +324,18 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], iss
         code = textwrap.dedent(str(code).strip("\n")) + "\n"
         lines = source.splitlines(keepends=True)
         try:
-            tops = [n.name for n in ast.parse(code).body
-                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]  # fmt: skip
+            tops = [
+                n.name
+                for n in ast.parse(code).body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
         except SyntaxError:
             tops = []
         if tops and bare not in tops:
-            return (f"error: code defines {', '.join(tops)}, not {bare!r}: write the definition "
-                    f"of {bare!r} (def {bare}(...):) or only its body")  # fmt: skip
+            return (
+                f"error: code defines {', '.join(tops)}, not {bare!r}: write the definition "
+                f"of {bare!r} (def {bare}(...):) or only its body"
+            )
         if tops:
             first = lines[d.start - 1]
             indent = first[: len(first) - len(first.lstrip())]
@@ -324,8 +346,9 @@ def function_tools(sb: Sandbox, timeout: float, skip: Callable[[str], bool], iss
             indent = first[: len(first) - len(first.lstrip())]
             if not indent:  # the body is only a docstring: one level below the def line
                 indent = " " * (len(lines[d.start - 1]) - len(lines[d.start - 1].lstrip()) + 4)
-        new = "".join(indent + ln if ln.strip() else ln
-                      for ln in code.rstrip("\n").splitlines(keepends=True))  # fmt: skip
+        new = "".join(
+            indent + ln if ln.strip() else ln for ln in code.rstrip("\n").splitlines(keepends=True)
+        )
         text = "".join(lines[: start - 1]) + new + "\n" + "".join(lines[d.end :])
         try:
             ast.parse(text)

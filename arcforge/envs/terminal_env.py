@@ -68,9 +68,14 @@ def format_exec(res: ExecResult) -> str:
     return out if out.strip() else "(no output)"
 
 
-def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None = None,
-                      workspace: Any = None, root: RootLayer | None = None,
-                      image: RootfsImage | None = None) -> Sandbox:  # fmt: skip
+def open_task_sandbox(
+    backend: str,
+    limits: Limits,
+    env: dict[str, str] | None = None,
+    workspace: Any = None,
+    root: RootLayer | None = None,
+    image: RootfsImage | None = None,
+) -> Sandbox:
     """A sandbox with the host's pure-Python packages (pytest) on PYTHONPATH.
 
     Plugin autoloading is off: the bound site-packages is our own environment, whose pytest
@@ -84,8 +89,9 @@ def open_task_sandbox(backend: str, limits: Limits, env: dict[str, str] | None =
             raise SandboxError(f"real-root task images run on the bwrap backend, not {backend}")
         return RootfsSandbox(image, limits, workspace, extra_ro_binds=binds, env=env)
     kw: dict[str, Any] = {"root": root} if root is not None else {}
-    return open_sandbox(backend, workspace=workspace, limits=limits, extra_ro_binds=binds,
-                        env=env, **kw)  # fmt: skip
+    return open_sandbox(
+        backend, workspace=workspace, limits=limits, extra_ro_binds=binds, env=env, **kw
+    )
 
 
 def task_root(task: Task) -> RootLayer | None:
@@ -98,8 +104,9 @@ def task_root(task: Task) -> RootLayer | None:
         return RootLayer.load(path)
     from arcforge.envs.sandbox_root import build_layer
 
-    build = build_layer(task.context.get("dockerfile") or None,
-                        extra_pip=task.context.get("extra_pip") or [])  # fmt: skip
+    build = build_layer(
+        task.context.get("dockerfile") or None, extra_pip=task.context.get("extra_pip") or []
+    )
     if build.layer is None:
         raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
     return build.layer
@@ -114,8 +121,9 @@ def task_image(task: Task) -> RootfsImage | None:
         return None
     if (Path(path) / "image.json").is_file():
         return load_image(path)
-    build = build_image(task.context.get("dockerfile") or None,
-                        extra_pip=task.context.get("extra_pip") or [])  # fmt: skip
+    build = build_image(
+        task.context.get("dockerfile") or None, extra_pip=task.context.get("extra_pip") or []
+    )
     if build.image is None:
         raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
     return build.image
@@ -209,8 +217,13 @@ class TerminalEnv:
 
     tool_names = ("bash", "view_file", "edit_file")
 
-    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
-                 tool_timeout: float = 20, verify_timeout: float = 120):  # fmt: skip
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 20,
+        verify_timeout: float = 120,
+    ):
         self.backend, self.limits = backend, limits or Limits(wall_time=120)
         self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
         self.sb: Sandbox | None = None
@@ -225,8 +238,13 @@ class TerminalEnv:
             raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
         self.close()
         self.task, self.state = task, EpisodeState()
-        self.sb = open_task_sandbox(self.backend, self.limits, task.context.get("env"),
-                                    root=task_root(task), image=task_image(task))  # fmt: skip
+        self.sb = open_task_sandbox(
+            self.backend,
+            self.limits,
+            task.context.get("env"),
+            root=task_root(task),
+            image=task_image(task),
+        )
         for path, text in (task.context.get("files") or {}).items():
             self.sb.write_file(path, text)
         init = task.context.get("init_script") or ""
@@ -244,8 +262,10 @@ class TerminalEnv:
         if message.tool_calls:
             return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
         self.state.final, self.state.done = message.content, True
-        outputs = [format_exec(self.run_script(b)) for b in fenced_blocks(message.content,
-                                                                           ("bash", "sh", "shell"))]  # fmt: skip
+        outputs = [
+            format_exec(self.run_script(b))
+            for b in fenced_blocks(message.content, ("bash", "sh", "shell"))
+        ]
         return StepResult([], True, {"final_scripts": outputs})
 
     def run_script(self, script: str) -> ExecResult:
@@ -261,8 +281,7 @@ class TerminalEnv:
         if not v.verify_script:
             return Reward(0.0, {"error": f"task {self.task.id} has no verify script"})
         sb = self.sb
-        sb.exec("rm -rf /grading/* && mkdir -p /grading/tests /grading/logs/verifier",
-                grading=True)  # fmt: skip
+        sb.exec("rm -rf /grading/* && mkdir -p /grading/tests /grading/logs/verifier", grading=True)
         for rel, text in (self.task.metadata.get("test_files") or {}).items():
             sb.write_file(f"{TESTS_DIR}/{rel}", text)
         sb.write_file("/grading/verify.sh", v.verify_script, mode=0o755)
@@ -271,8 +290,12 @@ class TerminalEnv:
         tests_dir = "/tests" if rooted else TESTS_DIR
         env = {"TEST_DIR": tests_dir, **(self.task.context.get("env") or {})}
         res = sb.exec("bash /grading/verify.sh", timeout=timeout, env=env, grading=True)
-        details: dict[str, Any] = {"exit_code": res.exit_code, "timed_out": res.timed_out,
-                                   "output": format_exec(res)[-2000:], **self.state.info}  # fmt: skip
+        details: dict[str, Any] = {
+            "exit_code": res.exit_code,
+            "timed_out": res.timed_out,
+            "output": format_exec(res)[-2000:],
+            **self.state.info,
+        }
         reward_file = self.task.metadata.get("reward_file")
         if reward_file:
             score = _read_reward(sb, reward_file)

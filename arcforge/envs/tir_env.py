@@ -16,8 +16,10 @@ from arcforge.envs.terminal_env import python_tool
 from arcforge.rewards.math import extract_answer, math_reward
 from arcforge.types import Message, Reward, Task, Tool
 
-SYSTEM_HINT = ("You can run Python with the `python` tool (print what you need). "
-               "End with a line `Answer: <final answer>`.")  # fmt: skip
+SYSTEM_HINT = (
+    "You can run Python with the `python` tool (print what you need). "
+    "End with a line `Answer: <final answer>`."
+)
 
 
 class TIREnv:
@@ -29,8 +31,9 @@ class TIREnv:
         tool_timeout: seconds per python call.
     """
 
-    def __init__(self, backend: str = "bwrap", limits: Limits | None = None,
-                 tool_timeout: float = 10):  # fmt: skip
+    def __init__(
+        self, backend: str = "bwrap", limits: Limits | None = None, tool_timeout: float = 10
+    ):
         self.backend = backend
         self.limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
         self.tool_timeout = tool_timeout

@@ -34,11 +34,13 @@ class ToolEnv:
         system_prompt: an optional system message.
     """
 
-    def __init__(self, tools: dict[str, Tool], system_prompt: str | None = None,
-                 call_credit: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self, tools: dict[str, Tool], system_prompt: str | None = None, call_credit: float = 0.0
+    ) -> None:
         if not 0.0 <= call_credit < 1.0:
-            raise ValueError(f"call_credit must be in [0, 1) (a right answer scores 1), got "
-                             f"{call_credit}")  # fmt: skip
+            raise ValueError(
+                f"call_credit must be in [0, 1) (a right answer scores 1), got {call_credit}"
+            )
         self.all_tools, self.system_prompt, self.call_credit = tools, system_prompt, call_credit
         self.tools: list[Tool] = []
         self._task: Task | None = None
@@ -66,9 +68,14 @@ class ToolEnv:
         obs = execute_calls(message, by_name)
         for call, o in zip(message.tool_calls, obs):
             valid = validate_call(call, by_name) is None
-            self._calls.append({"name": call.name, "valid": valid,
-                                "key": _call_key(call.name, call.arguments),
-                                "error": o.content.startswith("error:")})  # fmt: skip
+            self._calls.append(
+                {
+                    "name": call.name,
+                    "valid": valid,
+                    "key": _call_key(call.name, call.arguments),
+                    "error": o.content.startswith("error:"),
+                }
+            )
         return StepResult(obs, done=False)
 
     def verify(self) -> Reward:
@@ -80,11 +87,15 @@ class ToolEnv:
         plan = [_call_key(c["name"], c["arguments"]) for c in self._task.metadata.get("calls", [])]
         made = {c["key"] for c in self._calls}
         n_made = sum(k in made for k in plan)
-        details = {"answer": answer, "n_tool_calls": len(self._calls),
-                   "calls_valid": [bool(c["valid"]) for c in self._calls],
-                   "n_errors": sum(bool(c["error"]) for c in self._calls),
-                   "solved": score, "reference_calls": len(plan),
-                   "reference_calls_made": n_made}  # fmt: skip
+        details = {
+            "answer": answer,
+            "n_tool_calls": len(self._calls),
+            "calls_valid": [bool(c["valid"]) for c in self._calls],
+            "n_errors": sum(bool(c["error"]) for c in self._calls),
+            "solved": score,
+            "reference_calls": len(plan),
+            "reference_calls_made": n_made,
+        }
         if score < 1.0 and plan and self.call_credit:
             score = self.call_credit * n_made / len(plan)
         return Reward(score, details)
@@ -99,5 +110,7 @@ def _call_key(name: str, arguments: object) -> tuple:
     (an invalid call) compare as their text."""
     if not isinstance(arguments, dict):
         return (name, "".join(str(arguments).split()).lower())
-    return (name, tuple(sorted((str(k), "".join(str(v).split()).lower())
-                               for k, v in arguments.items())))  # fmt: skip
+    return (
+        name,
+        tuple(sorted((str(k), "".join(str(v).split()).lower()) for k, v in arguments.items())),
+    )

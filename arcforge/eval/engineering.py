@@ -27,13 +27,23 @@ def _run(ev: Any, cfg: Any, suite: str, tasks: list[Task]):
     from arcforge.rollout.agent import AgentConfig, run_episodes
 
     budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
-    acfg = AgentConfig(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                       context_budget=budget, temperature=0.0)  # fmt: skip
+    acfg = AgentConfig(
+        max_turns=cfg.max_turns,
+        max_new_tokens=cfg.max_new_tokens,
+        context_budget=budget,
+        temperature=0.0,
+    )
     trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), tasks, acfg)
-    ex = [{"task": t.instruction[:300], "kind": t.kind, "reward": tr.reward,
-           "finish": tr.finish_reason,
-           "details": {k: v for k, v in tr.reward_details.items() if k != "output"}}
-          for t, tr in list(zip(tasks, trajs))[:3]]  # fmt: skip
+    ex = [
+        {
+            "task": t.instruction[:300],
+            "kind": t.kind,
+            "reward": tr.reward,
+            "finish": tr.finish_reason,
+            "details": {k: v for k, v in tr.reward_details.items() if k != "output"},
+        }
+        for t, tr in list(zip(tasks, trajs))[:3]
+    ]
     return SuiteOutput([float(tr.reward >= 1.0) for tr in trajs], ex)
 
 
@@ -78,17 +88,27 @@ def expert_messages(task: Task) -> list[Message]:
     if task.kind == "swe":
         return [m for m in swe_demo(task) if m.role == "assistant"]
     if task.kind == "chain":
-        return [Message("assistant", f"```python\n{s['solution']}```", reasoning="Next step.")
-                for s in task.metadata["steps"]]  # fmt: skip
+        return [
+            Message("assistant", f"```python\n{s['solution']}```", reasoning="Next step.")
+            for s in task.metadata["steps"]
+        ]
     if task.kind == "explore":
         target = task.metadata["target"]
         return [
-            Message("assistant", "", reasoning="First the layout.",
-                    tool_calls=[ToolCall("list_files", {"path": ""}, "call_0")]),
-            Message("assistant", "", reasoning=f"{target} should hold it.",
-                    tool_calls=[ToolCall("read_file", {"path": target}, "call_1")]),
+            Message(
+                "assistant",
+                "",
+                reasoning="First the layout.",
+                tool_calls=[ToolCall("list_files", {"path": ""}, "call_0")],
+            ),
+            Message(
+                "assistant",
+                "",
+                reasoning=f"{target} should hold it.",
+                tool_calls=[ToolCall("read_file", {"path": target}, "call_1")],
+            ),
             Message("assistant", f"Answer: {target}", reasoning="Found it."),
-        ]  # fmt: skip
+        ]
     raise ValueError(f"no scripted expert for task kind {task.kind!r} (code, swe, chain, explore)")
 
 

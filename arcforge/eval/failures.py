@@ -26,8 +26,16 @@ from typing import Any
 
 from arcforge.types import Task, Trajectory
 
-OUTCOMES = ("solved", "parse_error", "tool_error", "env_error", "wrong_answer",
-            "max_turns", "context", "length")  # fmt: skip
+OUTCOMES = (
+    "solved",
+    "parse_error",
+    "tool_error",
+    "env_error",
+    "wrong_answer",
+    "max_turns",
+    "context",
+    "length",
+)
 
 
 def outcome(tr: Trajectory) -> tuple[str, str]:

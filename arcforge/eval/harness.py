@@ -68,9 +68,15 @@ def weights_fingerprint(ckpt: Path) -> str:
 
 def eval_settings(cfg: EvalCfg, suite: str) -> dict[str, Any]:
     """What a suite's score depends on besides the weights, as stored with each result."""
-    return {"n": cfg.n_for(suite), "max_turns": cfg.max_turns,
-            "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed,
-            "temperature": cfg.temperature, "top_p": cfg.top_p, "samples": cfg.samples}  # fmt: skip
+    return {
+        "n": cfg.n_for(suite),
+        "max_turns": cfg.max_turns,
+        "max_new_tokens": cfg.max_new_tokens,
+        "seed": cfg.seed,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "samples": cfg.samples,
+    }
 
 
 def _current(res: dict, cfg: EvalCfg, suite: str) -> bool:

@@ -103,8 +103,12 @@ class JudgeTools:
     def _state(self) -> str:
         snap = self.page.evaluate(_SNAPSHOT)
         text = " ".join(snap["text"].split())[:1500]
-        lines = [f"url: {self.page.url}", f"title: {snap['title']}", f"visible text: {text}",
-                 "controls: " + ("; ".join(snap["controls"]) or "none")]  # fmt: skip
+        lines = [
+            f"url: {self.page.url}",
+            f"title: {snap['title']}",
+            f"visible text: {text}",
+            "controls: " + ("; ".join(snap["controls"]) or "none"),
+        ]
         if self.errors:
             lines.append("console errors: " + " | ".join(self.errors[-5:]))
         return "\n".join(lines)
@@ -171,8 +175,11 @@ class JudgeTools:
 
     def list_files(self) -> str:
         """List the project's files."""
-        files = [str(p.relative_to(self.root)) for p in sorted(self.root.rglob("*"))
-                 if p.is_file() and "node_modules" not in p.parts and ".git" not in p.parts]  # fmt: skip
+        files = [
+            str(p.relative_to(self.root))
+            for p in sorted(self.root.rglob("*"))
+            if p.is_file() and "node_modules" not in p.parts and ".git" not in p.parts
+        ]
         return "\n".join(files[:200])
 
     def finish(self, verdict: Literal["PASS", "FAIL"], reason: str) -> str:
@@ -186,9 +193,15 @@ class JudgeTools:
         return "verdict recorded"
 
     def tools(self) -> list[Tool]:
-        names = {"navigate": self.navigate, "click": self.click, "type": self.type_text,
-                 "screenshot": self.screenshot, "read": self.read,
-                 "list_files": self.list_files, "finish": self.finish}  # fmt: skip
+        names = {
+            "navigate": self.navigate,
+            "click": self.click,
+            "type": self.type_text,
+            "screenshot": self.screenshot,
+            "read": self.read,
+            "list_files": self.list_files,
+            "finish": self.finish,
+        }
         return [Tool.from_function(fn, name=name) for name, fn in names.items()]
 
 
@@ -205,8 +218,12 @@ class Verdict:
 
 def _reply(client: LLMClient, messages: list[dict], tools: list[Tool] | None) -> dict:
     """One chat completion's message (content plus any native tool_calls)."""
-    body: dict[str, Any] = {"model": client.model, "messages": messages, "temperature": 0.0,
-                            "max_tokens": 1024}  # fmt: skip
+    body: dict[str, Any] = {
+        "model": client.model,
+        "messages": messages,
+        "temperature": 0.0,
+        "max_tokens": 1024,
+    }
     if tools:
         body["tools"] = [t.schema() for t in tools]
     # _post gives the whole message: LLMClient.chat returns content only, without tool_calls.
@@ -224,14 +241,18 @@ def _system(tools: list[Tool], native: bool) -> str:
     )
 
 
-def _turn_messages(parsed: Any, errors: list[str], results: list[str],
-                   native: bool) -> list[dict]:  # fmt: skip
+def _turn_messages(parsed: Any, errors: list[str], results: list[str], native: bool) -> list[dict]:
     """The assistant message of a turn and what it caused, in the request's shape: OpenAI
     tool_calls + tool messages (native), or our tags + one user message of tool responses."""
     if native:
-        calls = [{"id": c.id, "type": "function",
-                  "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                 for c in parsed.tool_calls]  # fmt: skip
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in parsed.tool_calls
+        ]
         out = [
             {
                 "role": "assistant",
@@ -239,27 +260,39 @@ def _turn_messages(parsed: Any, errors: list[str], results: list[str],
                 **({"tool_calls": calls} if calls else {}),
             }
         ]
-        out += [{"role": "tool", "tool_call_id": c.id, "content": r}
-                for c, r in zip(parsed.tool_calls, results)]  # fmt: skip
+        out += [
+            {"role": "tool", "tool_call_id": c.id, "content": r}
+            for c, r in zip(parsed.tool_calls, results)
+        ]
         if errors or not calls:
             out.append({"role": "user", "content": "\n".join(errors) or "Call a tool, or finish."})
         return out
     calls = "".join(f"{CALL_OPEN}{call_json(c)}{CALL_CLOSE}" for c in parsed.tool_calls)
     body = "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in errors + results)
-    return [{"role": "assistant", "content": parsed.content + calls},
-            {"role": "user", "content": body or "Call a tool, or finish."}]  # fmt: skip
+    return [
+        {"role": "assistant", "content": parsed.content + calls},
+        {"role": "user", "content": body or "Call a tool, or finish."},
+    ]
 
 
-def judge_check(client: LLMClient, jt: JudgeTools, check: CheckItem, query: str = "",
-                max_turns: int = 12, native_tools: bool = False) -> Verdict:  # fmt: skip
+def judge_check(
+    client: LLMClient,
+    jt: JudgeTools,
+    check: CheckItem,
+    query: str = "",
+    max_turns: int = 12,
+    native_tools: bool = False,
+) -> Verdict:
     """Run the judge agent on one check item; the page behind `jt` is the app under test."""
     tools = jt.tools()
     by_name = {t.name: t for t in tools}
     task = (f"User query: {query}\n" if query else "") + (
         f"Check item: {check.check}\nThe app runs at {jt.base_url}/ (use navigate with a path)."
     )
-    messages = [{"role": "system", "content": _system(tools, native_tools)},
-                {"role": "user", "content": task}]  # fmt: skip
+    messages = [
+        {"role": "system", "content": _system(tools, native_tools)},
+        {"role": "user", "content": task},
+    ]
     for turn in range(1, max_turns + 1):
         parsed = parse_openai_message(_reply(client, messages, tools if native_tools else None))
         errors = [f"error: malformed tool call: {e}" for e in parsed.errors]
@@ -271,8 +304,15 @@ def judge_check(client: LLMClient, jt: JudgeTools, check: CheckItem, query: str 
         if jt.verdict is not None:
             verdict, reason = jt.verdict
             return Verdict(check.id, check.check, verdict, reason, True, turn, messages)
-    return Verdict(check.id, check.check, "FAIL", f"undecided: no verdict within {max_turns} turns",
-                   False, max_turns, messages)  # fmt: skip
+    return Verdict(
+        check.id,
+        check.check,
+        "FAIL",
+        f"undecided: no verdict within {max_turns} turns",
+        False,
+        max_turns,
+        messages,
+    )
 
 
 @dataclass
@@ -286,23 +326,42 @@ class JudgeReport:
         return sum(v.verdict == "PASS" for v in self.verdicts) / max(1, len(self.verdicts))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"project": self.project, "launch": asdict(self.launch),
-                "pass_rate": self.pass_rate, "verdicts": [asdict(v) for v in self.verdicts]}  # fmt: skip
+        return {
+            "project": self.project,
+            "launch": asdict(self.launch),
+            "pass_rate": self.pass_rate,
+            "verdicts": [asdict(v) for v in self.verdicts],
+        }
 
 
-def _judge_item(browser: Browser, client: LLMClient, base_url: str, root: Path, shots: Path,
-                item: CheckItem, query: str, max_turns: int, native_tools: bool) -> Verdict:  # fmt: skip
+def _judge_item(
+    browser: Browser,
+    client: LLMClient,
+    base_url: str,
+    root: Path,
+    shots: Path,
+    item: CheckItem,
+    query: str,
+    max_turns: int,
+    native_tools: bool,
+) -> Verdict:
     """One check item in a fresh page that may reach the app (loopback) and nothing else."""
     with browser.fresh_page(1280, 800) as page:
-        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base_url)
-                   else r.abort())  # fmt: skip
+        page.route(
+            "**/*", lambda r: r.continue_() if r.request.url.startswith(base_url) else r.abort()
+        )
         jt = JudgeTools(page, base_url, root, shots)
         return judge_check(client, jt, item, query, max_turns, native_tools)
 
 
-def judge_project(root: str | Path, client: LLMClient, checks: str | Path | None = None,
-                  out_dir: str | Path | None = None, max_turns: int = 12,
-                  native_tools: bool = False) -> JudgeReport:  # fmt: skip
+def judge_project(
+    root: str | Path,
+    client: LLMClient,
+    checks: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    max_turns: int = 12,
+    native_tools: bool = False,
+) -> JudgeReport:
     """Build, start and judge one project on every check item.
 
     Args:
@@ -320,19 +379,30 @@ def judge_project(root: str | Path, client: LLMClient, checks: str | Path | None
         if not launch.ok:
             why = "build failed" if not launch.built else "start failed"
             reason = f"{why}: " + " ".join(" | ".join(launch.log).split())[-300:]
-            return JudgeReport(str(root), launch, [Verdict(c.id, c.check, "FAIL", reason, True)
-                                                   for c in items])  # fmt: skip
+            return JudgeReport(
+                str(root), launch, [Verdict(c.id, c.check, "FAIL", reason, True) for c in items]
+            )
         verdicts = []
         for item in items:
             shots = out / item.id
             shots.mkdir(parents=True, exist_ok=True)
-            verdicts.append(run_in_browser(lambda b, it=item, d=shots: _judge_item(
-                b, client, launch.base_url, root, d, it, query, max_turns, native_tools)))  # fmt: skip
+            verdicts.append(
+                run_in_browser(
+                    lambda b, it=item, d=shots: _judge_item(
+                        b, client, launch.base_url, root, d, it, query, max_turns, native_tools
+                    )
+                )
+            )
     return JudgeReport(str(root), launch, verdicts)
 
 
-def judge_projects(roots: list[str | Path], client: LLMClient, checks: str | Path | None = None,
-                   out_dir: str | Path | None = None, **kw: Any) -> tuple[list[JudgeReport], float]:  # fmt: skip
+def judge_projects(
+    roots: list[str | Path],
+    client: LLMClient,
+    checks: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    **kw: Any,
+) -> tuple[list[JudgeReport], float]:
     """Judge several projects; returns the reports and the build success rate (BSR)."""
     reports: list[JudgeReport] = []
     with progress(len(roots), "judge") as bar:

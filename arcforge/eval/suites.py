@@ -280,12 +280,19 @@ def _general_suite(
         scores, ex = [], []
         for t, o in zip(tasks, outs):
             p = parse_assistant(_strip_end(o))
-            r = rule_reward(p.content, t, gates=gates, parse_errors=p.errors,
-                            n_tool_calls=len(p.tool_calls))  # fmt: skip
+            r = rule_reward(
+                p.content, t, gates=gates, parse_errors=p.errors, n_tool_calls=len(p.tool_calls)
+            )
             scores.append(r.score)
             if len(ex) < 3:
-                ex.append({"prompt": t.instruction, "output": o, "score": r.score,
-                           "gate_failed": r.details["gate_failed"]})  # fmt: skip
+                ex.append(
+                    {
+                        "prompt": t.instruction,
+                        "output": o,
+                        "score": r.score,
+                        "gate_failed": r.details["gate_failed"],
+                    }
+                )
         return SuiteOutput(scores, ex)
 
     return run

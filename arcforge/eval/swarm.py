@@ -32,19 +32,33 @@ from arcforge.world.swarm import WIDTHS, single_agent_task, swarm_tasks
 
 def _arm(tasks: list[Task], trajs: list[Trajectory]) -> dict[str, Any]:
     """Solved flags, item accuracy, mean critical and total (all agents') steps of one arm."""
-    scored = [score_list(tr.reward_details.get("answer"), t.metadata["values"])
-              for t, tr in zip(tasks, trajs)]  # fmt: skip
+    scored = [
+        score_list(tr.reward_details.get("answer"), t.metadata["values"])
+        for t, tr in zip(tasks, trajs)
+    ]
     crit = [episode_critical_steps(tr.reward_details) for tr in trajs]
-    total = [int(tr.reward_details.get("agent", {}).get("turns", 0))
-             + int(tr.reward_details.get("swarm", {}).get("subagent_steps", 0)) for tr in trajs]  # fmt: skip
+    total = [
+        int(tr.reward_details.get("agent", {}).get("turns", 0))
+        + int(tr.reward_details.get("swarm", {}).get("subagent_steps", 0))
+        for tr in trajs
+    ]
     n = max(1, len(trajs))
-    return {"solved": [float(s) for _, s in scored], "accuracy": sum(s for _, s in scored) / n,
-            "item_acc": sum(a for a, _ in scored) / n, "critical_steps": sum(crit) / n,
-            "total_steps": sum(total) / n}  # fmt: skip
+    return {
+        "solved": [float(s) for _, s in scored],
+        "accuracy": sum(s for _, s in scored) / n,
+        "item_acc": sum(a for a, _ in scored) / n,
+        "critical_steps": sum(crit) / n,
+        "total_steps": sum(total) / n,
+    }
 
 
-def run_arms(ev: Any, tasks: list[Task], max_turns: int, max_new_tokens: int,
-             arms: tuple[str, ...] = ("swarm", "single")) -> dict[str, Any]:  # fmt: skip
+def run_arms(
+    ev: Any,
+    tasks: list[Task],
+    max_turns: int,
+    max_new_tokens: int,
+    arms: tuple[str, ...] = ("swarm", "single"),
+) -> dict[str, Any]:
     """Run the requested arms on `tasks` with the evaluator's checkpoint.
 
     Returns:
@@ -54,21 +68,34 @@ def run_arms(ev: Any, tasks: list[Task], max_turns: int, max_new_tokens: int,
     budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
     out: dict[str, Any] = {}
     if "swarm" in arms:
-        sub = AgentConfig(max_turns=max_turns, max_new_tokens=max_new_tokens,
-                          context_budget=budget, temperature=0.0)  # fmt: skip
-        orch = AgentConfig(max_turns=max_turns, max_new_tokens=min(4 * max_new_tokens,
-                           budget // 2), context_budget=budget, temperature=0.0)  # fmt: skip
+        sub = AgentConfig(
+            max_turns=max_turns,
+            max_new_tokens=max_new_tokens,
+            context_budget=budget,
+            temperature=0.0,
+        )
+        orch = AgentConfig(
+            max_turns=max_turns,
+            max_new_tokens=min(4 * max_new_tokens, budget // 2),
+            context_budget=budget,
+            temperature=0.0,
+        )
         pool = SubagentPool(ev.engine, ev.tokenizer, env_factory(ev.world), sub)
         try:
-            trajs = run_swarm_episodes(ev.engine, ev.tokenizer, pool, tasks, orch,
-                                       SwarmBudget(), ParlReward(0.0, 0.0, 1))  # fmt: skip
+            trajs = run_swarm_episodes(
+                ev.engine, ev.tokenizer, pool, tasks, orch, SwarmBudget(), ParlReward(0.0, 0.0, 1)
+            )
         finally:
             pool.close()
         out["swarm"] = {"trajectories": trajs, **_arm(tasks, trajs)}
     if "single" in arms:
         widest = max((int(t.metadata["width"]) for t in tasks), default=max(WIDTHS))
-        acfg = AgentConfig(max_turns=max(max_turns, widest + 2), max_new_tokens=max_new_tokens,
-                           context_budget=budget, temperature=0.0)  # fmt: skip
+        acfg = AgentConfig(
+            max_turns=max(max_turns, widest + 2),
+            max_new_tokens=max_new_tokens,
+            context_budget=budget,
+            temperature=0.0,
+        )
         single = [single_agent_task(t) for t in tasks]
         trajs = run_episodes(ev.engine, ev.tokenizer, env_factory(ev.world), single, acfg)
         out["single"] = {"trajectories": trajs, **_arm(tasks, trajs)}
@@ -82,15 +109,24 @@ def _output(tasks: list[Task], arms: dict[str, Any], main: str):
     for tr, s in zip(trajs, arms[main]["solved"]):
         tr.reward = s  # outcome() reads solved from reward
     records = [episode_record(t, tr) for t, tr in zip(tasks, trajs)]
-    comparison = {arm: {k: round(v, 4) for k, v in r.items() if k not in ("trajectories",
-                        "solved")} for arm, r in arms.items()}  # fmt: skip
+    comparison = {
+        arm: {k: round(v, 4) for k, v in r.items() if k not in ("trajectories", "solved")}
+        for arm, r in arms.items()
+    }
     ex = [{"comparison": comparison, "n": len(tasks)}]
-    ex += [{"task": t.instruction[:300], "reward": tr.reward, "finish": tr.finish_reason,
+    ex += [
+        {
+            "task": t.instruction[:300],
+            "reward": tr.reward,
+            "finish": tr.finish_reason,
             "critical_steps": episode_critical_steps(tr.reward_details),
-            "last": tr.messages[-1].content[:300] if tr.messages else ""}
-           for t, tr in list(zip(tasks, trajs))[:3]]  # fmt: skip
-    return SuiteOutput(arms[main]["solved"], ex, outcomes=tally(e["outcome"] for e in records),
-                       episodes=records)  # fmt: skip
+            "last": tr.messages[-1].content[:300] if tr.messages else "",
+        }
+        for t, tr in list(zip(tasks, trajs))[:3]
+    ]
+    return SuiteOutput(
+        arms[main]["solved"], ex, outcomes=tally(e["outcome"] for e in records), episodes=records
+    )
 
 
 def suite_swarm(ev: Any, cfg: Any):

@@ -81,8 +81,9 @@ def detect_project(root: str | Path) -> ProjectSpec:
     entry = next((e for e in PY_ENTRIES if (root / e).is_file()), None)
     if entry:
         pys = sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))
-        return ProjectSpec("python", [[sys.executable, "-m", "py_compile", *pys]],
-                           [sys.executable, entry])  # fmt: skip
+        return ProjectSpec(
+            "python", [[sys.executable, "-m", "py_compile", *pys]], [sys.executable, entry]
+        )
     if static is not None:
         return ProjectSpec("static")
     return ProjectSpec("unknown", note="no package.json, app.py/server.py/main.py or index.html")
@@ -118,8 +119,9 @@ def _clip(text: str, n: int = 1500) -> str:
 class RunningProject:
     """A project copied, built and started; `stop()` (or the context exit) ends its server."""
 
-    def __init__(self, root: str | Path, build_timeout: float = 180.0,
-                 start_timeout: float = 30.0) -> None:  # fmt: skip
+    def __init__(
+        self, root: str | Path, build_timeout: float = 180.0, start_timeout: float = 30.0
+    ) -> None:
         self.root = Path(root)
         self.spec = detect_project(self.root)
         self.result = LaunchResult(str(self.root), self.spec.kind)
@@ -148,8 +150,14 @@ class RunningProject:
         shutil.copytree(self.root, work, ignore=shutil.ignore_patterns(".git"), symlinks=True)
         for cmd in spec.build:
             try:
-                p = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
-                                   timeout=self.build_timeout, env=self._env(None))  # fmt: skip
+                p = subprocess.run(
+                    cmd,
+                    cwd=work,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.build_timeout,
+                    env=self._env(None),
+                )
             except (OSError, subprocess.TimeoutExpired) as err:
                 r.log.append(f"build: {' '.join(cmd)} failed: {err}")
                 return
@@ -174,13 +182,27 @@ class RunningProject:
             if site is None:
                 r.log.append("start: no start script and no index.html in ., dist, build, public")
                 return
-            cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                   "--directory", str(site)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                str(site),
+            ]
         log = open(self.workdir / "server.log", "w")  # noqa: SIM115 - closed in stop()
         self._log = log
         try:
-            self.proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self._env(port), start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=work,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(port),
+                start_new_session=True,
+            )
         except OSError as err:
             r.log.append(f"start: {' '.join(cmd)} failed: {err}")
             return

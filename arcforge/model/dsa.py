@@ -47,8 +47,9 @@ class StableTopkIndexer(GlmMoeDsaIndexer):
         **_: object,
     ) -> torch.Tensor:
         """The (B, S, k) int32 indices of the keys each query keeps (see `index_scores`)."""
-        scores = self.index_scores(hidden_states, q_resid, position_embeddings, attention_mask,
-                                   cache)  # fmt: skip
+        scores = self.index_scores(
+            hidden_states, q_resid, position_embeddings, attention_mask, cache
+        )
         return stable_topk(scores, min(self.index_topk, scores.shape[-1])).to(torch.int32)
 
     def index_scores(self, hidden_states, q_resid, position_embeddings, attention_mask, cache):

@@ -76,10 +76,10 @@ class Glm5Preset:
 GLM5_PRESETS: dict[str, Glm5Preset] = {
     "glm5-tiny": Glm5Preset(
         128, 4, 4, 384, 64, 8, 2, q_lora_rank=64, kv_lora_rank=32, index_topk=64
-    ),  # fmt: skip
+    ),
     "glm5-small": Glm5Preset(
         256, 4, 4, 768, 128, 16, 2, q_lora_rank=128, kv_lora_rank=64, index_topk=128, v_head_dim=64
-    ),  # fmt: skip
+    ),
 }
 
 

@@ -46,7 +46,14 @@ def anchor_tasks(path: str | Path | None = None) -> list[Task]:
                 raise ValueError(f"category {d['category']!r} not in {sorted(TASK_QUALITY)}")
         except ValueError as err:
             raise UserError(f"{p}:{n}: bad anchor: {err}") from None
-        out.append(Task(d["id"], "chat", d["prompt"], source=f"anchors:{p.name}",
-                        validation=Validation(constraints=d.get("constraints", [])),
-                        metadata={"anchor": d["answer"], "category": d["category"]}))  # fmt: skip
+        out.append(
+            Task(
+                d["id"],
+                "chat",
+                d["prompt"],
+                source=f"anchors:{p.name}",
+                validation=Validation(constraints=d.get("constraints", [])),
+                metadata={"anchor": d["answer"], "category": d["category"]},
+            )
+        )
     return out

@@ -53,8 +53,10 @@ def parse_score(text: str, lo: float = 1.0, hi: float = 10.0) -> float | None:
 
 def judge_messages(task: Task, reply: str, rubric: str) -> list[dict[str, str]]:
     """The judge conversation: rubric as the system message, instruction + reply as the user's."""
-    user = (f"Instruction given to the assistant:\n{task.instruction}\n\n"
-            f"The assistant's reply:\n{reply}\n\nJudge the reply.")  # fmt: skip
+    user = (
+        f"Instruction given to the assistant:\n{task.instruction}\n\n"
+        f"The assistant's reply:\n{reply}\n\nJudge the reply."
+    )
     return [{"role": "system", "content": rubric}, {"role": "user", "content": user}]
 
 
@@ -71,9 +73,18 @@ class GenerativeRM:
         lo / hi: the score scale the rubric asks for.
     """
 
-    def __init__(self, client: LLMClient, k: int = 3, retries: int = 2, temperature: float = 0.7,
-                 max_tokens: int = 256, seed: int = 0, workers: int = 4, lo: float = 1.0,
-                 hi: float = 10.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: LLMClient,
+        k: int = 3,
+        retries: int = 2,
+        temperature: float = 0.7,
+        max_tokens: int = 256,
+        seed: int = 0,
+        workers: int = 4,
+        lo: float = 1.0,
+        hi: float = 10.0,
+    ) -> None:
         if k < 1:
             raise ValueError(f"GRM k must be >= 1, got {k}")
         self.client, self.k, self.retries = client, k, retries
@@ -84,8 +95,12 @@ class GenerativeRM:
         """(score or None, unparsable replies, last text) for judge sample i."""
         bad, text = 0, ""
         for a in range(self.retries + 1):
-            text = self.client.chat(msgs, temperature=self.temperature, max_tokens=self.max_tokens,
-                                    seed=self.seed + 1000 * i + a)[0]  # fmt: skip
+            text = self.client.chat(
+                msgs,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=self.seed + 1000 * i + a,
+            )[0]
             s = parse_score(text, self.lo, self.hi)
             if s is not None:
                 return s, bad, text

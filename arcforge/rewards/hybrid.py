@@ -88,9 +88,12 @@ def disagreement(orm: float | None, grm: float | None, threshold: float) -> bool
 
 
 def combine(
-    rule: float, orm: float | None, grm: float | None, weights: tuple[float, float, float],
+    rule: float,
+    orm: float | None,
+    grm: float | None,
+    weights: tuple[float, float, float],
     length: float = 1.0,
-) -> float:  # fmt: skip
+) -> float:
     """Σ w·x / Σ w over the present signals; model signals scaled by the length factor."""
     terms = [(weights[0], rule)]
     if orm is not None:
@@ -145,8 +148,10 @@ class HybridReward:
         errs = parse_errors or [()] * n
         calls = n_tool_calls or [0] * n
         routes = [self.route(t) for t in tasks]
-        rules = [rule_reward(r, t, gates=g, parse_errors=e, n_tool_calls=k)
-                 for t, r, (_, g, _), e, k in zip(tasks, replies, routes, errs, calls)]  # fmt: skip
+        rules = [
+            rule_reward(r, t, gates=g, parse_errors=e, n_tool_calls=k)
+            for t, r, (_, g, _), e, k in zip(tasks, replies, routes, errs, calls)
+        ]
         live = [i for i in range(n) if not rules[i].details["gate_failed"]]
         orm = self._orm_scores(tasks, replies, [i for i in live if routes[i][2][1] > 0])
         grm = self._grm_scores(tasks, replies, [i for i in live if routes[i][2][2] > 0])
@@ -176,8 +181,12 @@ class HybridReward:
         g = g_rew.score if g_rew is not None else None
         if g_rew is not None and math.isnan(g_rew.score):
             self.counts["grm_failed"] += 1
-        lf = length_factor(len(reply.split()), reference_words(task), self.cfg.length_tolerance,
-                           self.cfg.length_alpha)  # fmt: skip
+        lf = length_factor(
+            len(reply.split()),
+            reference_words(task),
+            self.cfg.length_tolerance,
+            self.cfg.length_alpha,
+        )
         flag = disagreement(o, g, self.cfg.disagree_threshold)
         if flag:
             self.counts["disagree"] += 1

@@ -107,10 +107,18 @@ class RewardModel(nn.Module):
 
         out = Path(out_dir)
         save_checkpoint(self.lm, self.tokenizer, out / "backbone", extra={"role": "orm"})
-        save_file({k: v.detach().contiguous() for k, v in self.head.state_dict().items()},
-                  str(out / "head.safetensors"))  # fmt: skip
-        meta = {"format": FORMAT, "center": self.center, "scale": self.scale,
-                "max_len": self.max_len, **self.meta, **(extra or {})}  # fmt: skip
+        save_file(
+            {k: v.detach().contiguous() for k, v in self.head.state_dict().items()},
+            str(out / "head.safetensors"),
+        )
+        meta = {
+            "format": FORMAT,
+            "center": self.center,
+            "scale": self.scale,
+            "max_len": self.max_len,
+            **self.meta,
+            **(extra or {}),
+        }
         (out / "reward_model.json").write_text(json.dumps(meta, indent=1) + "\n")
         return out
 
@@ -123,8 +131,10 @@ class RewardModel(nn.Module):
         p = Path(path)
         meta_file = p / "reward_model.json"
         if not meta_file.is_file() or not (p / "head.safetensors").is_file():
-            raise UserError(f"{p} is not a reward model directory (needs reward_model.json, "
-                            "head.safetensors and backbone/; write one with `arcforge train-rm`)")  # fmt: skip
+            raise UserError(
+                f"{p} is not a reward model directory (needs reward_model.json, "
+                "head.safetensors and backbone/; write one with `arcforge train-rm`)"
+            )
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != FORMAT:
             raise UserError(f"{meta_file}: format {meta.get('format')!r}, expected {FORMAT!r}")

@@ -34,8 +34,13 @@ def _exact(reply: str, task: Task) -> Reward:
 def _code(reply: str, task: Task) -> Reward:
     if not task.validation.tests:
         raise ValueError(f"code task {task.id!r} has no validation.tests")
-    return code_reward(reply, task.validation.tests, time_limit=CODE_TIME_LIMIT,
-                       stub=task.context.get("stub"), entry_point=task.metadata.get("entry_point"))  # fmt: skip
+    return code_reward(
+        reply,
+        task.validation.tests,
+        time_limit=CODE_TIME_LIMIT,
+        stub=task.context.get("stub"),
+        entry_point=task.metadata.get("entry_point"),
+    )
 
 
 def _reasoning_gym(reply: str, task: Task) -> Reward:

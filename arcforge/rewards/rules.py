@@ -36,8 +36,13 @@ from arcforge.types import Reward, Task, Tool, ToolCall
 from arcforge.world.chat import check_constraints
 
 GATES = ("format", "required", "forbidden", "json")
-BOILERPLATE = ("as an ai language model", "as a large language model", "i am just an ai",
-               "i hope this helps", "feel free to ask")  # fmt: skip
+BOILERPLATE = (
+    "as an ai language model",
+    "as a large language model",
+    "i am just an ai",
+    "i hope this helps",
+    "feel free to ask",
+)
 _SPECIAL = re.compile(r"<\|[a-z_]+\|>|</?think>|</?tool_call>")
 _REQUIRED = ("include", "starts_with", "ends_with")
 
@@ -136,5 +141,6 @@ def tool_call_reward(
         why = "no tool call where tools are offered"
     else:
         why = next((e for e in (validate_call(c, offered) for c in calls) if e), None)
-    return Reward(0.0 if why else 1.0, {"route": "tool_call", "rule": 0.0 if why else 1.0,
-                                        "why": why})  # fmt: skip
+    return Reward(
+        0.0 if why else 1.0, {"route": "tool_call", "rule": 0.0 if why else 1.0, "why": why}
+    )

@@ -123,18 +123,31 @@ def deck_reward(reply: str, task: Task, renderer: SlideRenderer | None = None) -
     doc = extract_html(reply)
     static = static_check(doc, task.context["assets"], rules)
     if static.n_slides == 0:
-        return Reward(0.0, {"problems": ['no <section class="slide"> in the reply'],
-                            "html_errors": static.html_errors[:10], "n_slides": 0})  # fmt: skip
+        return Reward(
+            0.0,
+            {
+                "problems": ['no <section class="slide"> in the reply'],
+                "html_errors": static.html_errors[:10],
+                "n_slides": 0,
+            },
+        )
     renderer = renderer or SlideRenderer()
     render = renderer.render(doc, task.context["assets"], rules)
     slides = score_slides(static, render, task)
     n = max(len(task.context["outline"]), len(slides))
-    mean = {k: sum(getattr(s, k) for s in slides) / len(slides)
-            for k in ("static", "runtime", "visual", "content")}  # fmt: skip
-    details = {**{k: round(v, 4) for k, v in mean.items()}, "n_slides": len(slides),
-               "n_outline": len(task.context["outline"]), "render_ms": round(render.ms, 1),
-               "html_errors": static.html_errors[:10], "blocked_requests": render.requests[:10],
-               "per_slide": [asdict(s) for s in slides]}  # fmt: skip
+    mean = {
+        k: sum(getattr(s, k) for s in slides) / len(slides)
+        for k in ("static", "runtime", "visual", "content")
+    }
+    details = {
+        **{k: round(v, 4) for k, v in mean.items()},
+        "n_slides": len(slides),
+        "n_outline": len(task.context["outline"]),
+        "render_ms": round(render.ms, 1),
+        "html_errors": static.html_errors[:10],
+        "blocked_requests": render.requests[:10],
+        "per_slide": [asdict(s) for s in slides],
+    }
     return Reward(sum(s.score for s in slides) / n, details)
 
 

@@ -73,8 +73,16 @@ _MEASURE = """(cfg) => {
   }
   return out;
 }"""
-SPACING_PROPS = ["marginTop", "marginBottom", "paddingTop", "paddingBottom", "paddingLeft",
-                 "paddingRight", "rowGap", "columnGap"]  # fmt: skip
+SPACING_PROPS = [
+    "marginTop",
+    "marginBottom",
+    "paddingTop",
+    "paddingBottom",
+    "paddingLeft",
+    "paddingRight",
+    "rowGap",
+    "columnGap",
+]
 
 
 @dataclass
@@ -130,8 +138,13 @@ class SlideRenderer:
         fresh: a new page (and context) per render instead of the kept page.
     """
 
-    def __init__(self, browser: Browser | None = None, scale: float = 0.5,
-                 timeout_ms: float = 15000, fresh: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        browser: Browser | None = None,
+        scale: float = 0.5,
+        timeout_ms: float = 15000,
+        fresh: bool = False,
+    ) -> None:
         self.browser = browser
         self.scale, self.timeout_ms, self.fresh = scale, timeout_ms, fresh
         self.renders, self.total_ms = 0, 0.0
@@ -174,13 +187,18 @@ class SlideRenderer:
         self.total_ms += ms
         return DeckRender(slides, ms, asked)
 
-    def _load(self, browser: Browser, doc: str, assets: list[dict],
-              rules: DesignRules) -> tuple[list[dict], np.ndarray | None, list[str]]:  # fmt: skip
+    def _load(
+        self, browser: Browser, doc: str, assets: list[dict], rules: DesignRules
+    ) -> tuple[list[dict], np.ndarray | None, list[str]]:
         """(measurements, full screenshot (H, W, 3) or None, refused URLs), on the browser's thread."""
         asked: list[str] = []
-        cfg = {"min_font": rules.font_px[0], "max_spacing": rules.max_spacing_px,
-               "max_line_height": rules.max_line_height, "spacing_props": SPACING_PROPS,
-               "max_slides": MAX_SLIDES}  # fmt: skip
+        cfg = {
+            "min_font": rules.font_px[0],
+            "max_spacing": rules.max_spacing_px,
+            "max_line_height": rules.max_line_height,
+            "spacing_props": SPACING_PROPS,
+            "max_slides": MAX_SLIDES,
+        }
         open_page = browser.fresh_page if self.fresh else browser.kept_page
         with open_page(rules.width, rules.height, javascript=False, scale=self.scale) as page:
             page.set_default_timeout(self.timeout_ms)
@@ -190,10 +208,16 @@ class SlideRenderer:
             shot = None
             if raw:
                 bottom = max(s["y"] + s["h"] for s in raw) + 2 * rules.height
-                size = page.evaluate("() => [document.documentElement.scrollWidth,"
-                                     " document.documentElement.scrollHeight]")  # fmt: skip
-                clip = {"x": 0, "y": 0, "width": max(size[0], rules.width),
-                        "height": min(size[1], bottom)}  # fmt: skip
+                size = page.evaluate(
+                    "() => [document.documentElement.scrollWidth,"
+                    " document.documentElement.scrollHeight]"
+                )
+                clip = {
+                    "x": 0,
+                    "y": 0,
+                    "width": max(size[0], rules.width),
+                    "height": min(size[1], bottom),
+                }
                 png = page.screenshot(full_page=True, clip=clip, animations="disabled")
                 shot = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))  # (H, W, 3)
         return raw, shot, asked
@@ -205,5 +229,12 @@ class SlideRenderer:
             x0, y0 = max(0, round(s["x"] * k)), max(0, round(s["y"] * k))
             w, h = round(rules.width * k), round(rules.height * k)  # the slide's nominal frame
             img = shot[y0 : y0 + h, x0 : x0 + w]  # (h, w, 3), smaller at the page edge
-        return SlideRender((s["x"], s["y"], s["w"], s["h"]), s["text"], s["overflow"],
-                           s["clipped"], s["spacing"], s["small"], img)  # fmt: skip
+        return SlideRender(
+            (s["x"], s["y"], s["w"], s["h"]),
+            s["text"],
+            s["overflow"],
+            s["clipped"],
+            s["spacing"],
+            s["small"],
+            img,
+        )

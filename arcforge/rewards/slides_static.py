@@ -25,9 +25,11 @@ import tinycss2.color3
 
 from arcforge.world.slides import DesignRules
 
-COLOR_PROPS = re.compile(r"^(color|background(-color)?|border(-(top|right|bottom|left))?(-color)?"
-                         r"|outline(-color)?|text-decoration(-color)?|fill|stroke|box-shadow"
-                         r"|text-shadow|caret-color|column-rule(-color)?)$")  # fmt: skip
+COLOR_PROPS = re.compile(
+    r"^(color|background(-color)?|border(-(top|right|bottom|left))?(-color)?"
+    r"|outline(-color)?|text-decoration(-color)?|fill|stroke|box-shadow"
+    r"|text-shadow|caret-color|column-rule(-color)?)$"
+)
 SPACING_PROPS = re.compile(
     r"^(margin|padding)(-(top|right|bottom|left|block|inline))?$|^(row-|column-)?gap$"
 )
@@ -74,8 +76,19 @@ def _px(tok: Any, font_px: float, axis: float = 1280.0) -> float | None:
         return tok.value / 100 * axis
     if tok.type != "dimension":
         return None
-    scale = {"px": 1.0, "pt": 4 / 3, "em": font_px, "rem": 16.0, "vw": 12.8, "vh": 7.2,
-             "cm": 96 / 2.54, "mm": 96 / 25.4, "in": 96.0, "ch": font_px / 2, "ex": font_px / 2}  # fmt: skip
+    scale = {
+        "px": 1.0,
+        "pt": 4 / 3,
+        "em": font_px,
+        "rem": 16.0,
+        "vw": 12.8,
+        "vh": 7.2,
+        "cm": 96 / 2.54,
+        "mm": 96 / 25.4,
+        "in": 96.0,
+        "ch": font_px / 2,
+        "ex": font_px / 2,
+    }
     unit = tok.unit.lower()
     return tok.value * scale[unit] if unit in scale else None
 
@@ -120,16 +133,25 @@ class _Checker:
     def _one(self, name: str, vals: list[Any], size: float, where: str) -> list[str]:
         r, out = self.rules, []
         self.urls += [t.value for t in vals if t.type == "url"]
-        self.urls += [t.arguments[0].value for t in vals if t.type == "function"
-                      and t.lower_name == "url" and t.arguments and hasattr(t.arguments[0], "value")]  # fmt: skip
+        self.urls += [
+            t.arguments[0].value
+            for t in vals
+            if t.type == "function"
+            and t.lower_name == "url"
+            and t.arguments
+            and hasattr(t.arguments[0], "value")
+        ]
         if name in ("font-size", "font"):
             lengths = [
                 p for t in vals[:1] if name == "font-size" and (p := _px(t, 16.0)) is not None
             ]
             if name == "font":  # the size is the first length before an optional "/line-height"
                 lengths = [p for t in vals if (p := _px(t, 16.0)) is not None][:1]
-            out += [f"{where}: font-size {p:g}px outside {r.font_px[0]}-{r.font_px[1]}px"
-                    for p in lengths if not r.font_px[0] <= p <= r.font_px[1]]  # fmt: skip
+            out += [
+                f"{where}: font-size {p:g}px outside {r.font_px[0]}-{r.font_px[1]}px"
+                for p in lengths
+                if not r.font_px[0] <= p <= r.font_px[1]
+            ]
         if COLOR_PROPS.match(name):
             for t in vals:
                 rgba = tinycss2.color3.parse_color(t) if t.type != "url" else None
@@ -141,8 +163,11 @@ class _Checker:
                     )
         if SPACING_PROPS.match(name):
             lengths = [p for t in vals if (p := _px(t, size)) is not None]
-            out += [f"{where}: {name} {p:g}px exceeds {r.max_spacing_px}px"
-                    for p in lengths if abs(p) > r.max_spacing_px]  # fmt: skip
+            out += [
+                f"{where}: {name} {p:g}px exceeds {r.max_spacing_px}px"
+                for p in lengths
+                if abs(p) > r.max_spacing_px
+            ]
         if name == "line-height" and vals:
             t = vals[0]
             ratio = t.value if t.type == "number" else (_px(t, size, axis=size) or 0) / size
@@ -159,8 +184,9 @@ class _Checker:
         for rule in tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True):
             if rule.type == "qualified-rule":
                 sel = " ".join(tinycss2.serialize(rule.prelude).split())
-                decls = tinycss2.parse_declaration_list(rule.content, skip_comments=True,
-                                                        skip_whitespace=True)  # fmt: skip
+                decls = tinycss2.parse_declaration_list(
+                    rule.content, skip_comments=True, skip_whitespace=True
+                )
                 problems += self.declarations(decls, f"<style> {sel}")
             elif rule.type == "at-rule" and rule.content is not None:
                 problems += self.stylesheet(tinycss2.serialize(rule.content))
@@ -197,10 +223,14 @@ def static_check(doc_html: str, assets: list[dict[str, Any]], rules: DesignRules
     doc = parser.parse(doc_html)
     errors = [f"line {pos[0]} col {pos[1]}: {code}" for pos, code, _ in parser.errors]
     elements = _slide_of(doc)
-    n = sum(1 for el, s in elements if s is not None and el.tag == "section"
-            and "slide" in (el.get("class") or "").split())  # fmt: skip
-    rep = StaticReport(n, errors, slides=[[] for _ in range(n)],
-                       image_problems=[[] for _ in range(n)])  # fmt: skip
+    n = sum(
+        1
+        for el, s in elements
+        if s is not None and el.tag == "section" and "slide" in (el.get("class") or "").split()
+    )
+    rep = StaticReport(
+        n, errors, slides=[[] for _ in range(n)], image_problems=[[] for _ in range(n)]
+    )
     check = _Checker(rules)
     allowed = {_norm_src(a["src"]) for a in assets}
     for el, slide in elements:
@@ -208,8 +238,9 @@ def static_check(doc_html: str, assets: list[dict[str, Any]], rules: DesignRules
         if el.tag == "style":
             rep.deck += check.stylesheet(el.text or "")
         if el.get("style"):
-            decls = tinycss2.parse_declaration_list(el.get("style"), skip_comments=True,
-                                                    skip_whitespace=True)  # fmt: skip
+            decls = tinycss2.parse_declaration_list(
+                el.get("style"), skip_comments=True, skip_whitespace=True
+            )
             bucket += check.declarations(decls, f"<{el.tag} style>")
         srcs = [el.get("src")] if el.tag in ("img", "image", "input") and el.get("src") else []
         srcs += [el.get("href")] if el.tag == "image" and el.get("href") else []

@@ -67,11 +67,17 @@ def whitespace(image: np.ndarray) -> Whitespace:
     band_rows = _longest_run(~mask.any(axis=1)) / h
     band_cols = _longest_run(~mask.any(axis=0)) / w
     gr, gc = GRID
-    cells = [mask[i * h // gr : (i + 1) * h // gr, j * w // gc : (j + 1) * w // gc].mean()
-             for i in range(gr) for j in range(gc)]  # fmt: skip
+    cells = [
+        mask[i * h // gr : (i + 1) * h // gr, j * w // gc : (j + 1) * w // gc].mean()
+        for i in range(gr)
+        for j in range(gc)
+    ]
     blank = float(np.mean([c < 0.005 for c in cells]))
     ys, xs = np.nonzero(mask)
     offset = max(abs(xs.mean() / w - 0.5), abs(ys.mean() / h - 0.5))
-    penalty = (WEIGHTS["band"] * _ramp(max(band_rows, band_cols), BAND)
-               + WEIGHTS["blank"] * _ramp(blank, BLANK) + WEIGHTS["offset"] * _ramp(offset, OFFSET))  # fmt: skip
+    penalty = (
+        WEIGHTS["band"] * _ramp(max(band_rows, band_cols), BAND)
+        + WEIGHTS["blank"] * _ramp(blank, BLANK)
+        + WEIGHTS["offset"] * _ramp(offset, OFFSET)
+    )
     return Whitespace(band_rows, band_cols, blank, float(offset), 1.0 - penalty)

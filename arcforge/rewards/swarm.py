@@ -71,8 +71,9 @@ class ParlReward:
 
     def __post_init__(self) -> None:
         if self.lambda1 < 0 or self.lambda2 < 0:
-            raise ValueError(f"lambda1 and lambda2 must be >= 0, got {self.lambda1}, "
-                             f"{self.lambda2}")  # fmt: skip
+            raise ValueError(
+                f"lambda1 and lambda2 must be >= 0, got {self.lambda1}, {self.lambda2}"
+            )
         if self.anneal_steps < 1:
             raise ValueError(f"anneal_steps must be >= 1, got {self.anneal_steps}")
 
@@ -81,13 +82,20 @@ class ParlReward:
         frac = max(0.0, 1.0 - max(0, step) / self.anneal_steps)
         return self.lambda1 * frac, self.lambda2 * frac
 
-    def __call__(self, r_task: float, r_parallel: float, r_finish: float,
-                 step: int) -> dict[str, float]:  # fmt: skip
+    def __call__(
+        self, r_task: float, r_parallel: float, r_finish: float, step: int
+    ) -> dict[str, float]:
         """The reward and every term, for logging."""
         l1, l2 = self.weights(step)
-        return {"reward": r_task + l1 * r_parallel + l2 * r_finish, "r_task": r_task,
-                "r_parallel": r_parallel, "r_finish": r_finish, "lambda1": l1, "lambda2": l2,
-                "step": step}  # fmt: skip
+        return {
+            "reward": r_task + l1 * r_parallel + l2 * r_finish,
+            "r_task": r_task,
+            "r_parallel": r_parallel,
+            "r_finish": r_finish,
+            "lambda1": l1,
+            "lambda2": l2,
+            "step": step,
+        }
 
 
 def parallel_term(stage_widths: Sequence[int], max_parallel: int) -> float:
@@ -129,7 +137,8 @@ def swarm_stats(details: Sequence[dict[str, Any]]) -> dict[str, float]:
     if not swarm:
         return {}
     keys = ("r_task", "r_parallel", "r_finish", "lambda1", "lambda2", "subagents", "assignments")
-    out = {f"swarm_{k}": sum(float(d["swarm"].get(k, 0.0)) for d in swarm) / len(swarm)
-           for k in keys}  # fmt: skip
+    out = {
+        f"swarm_{k}": sum(float(d["swarm"].get(k, 0.0)) for d in swarm) / len(swarm) for k in keys
+    }
     out["swarm_critical_steps"] = sum(map(episode_critical_steps, swarm)) / len(swarm)
     return out

@@ -102,14 +102,24 @@ class AgentConfig:
         if self.max_turns < 1 or self.max_new_tokens < 1:
             raise ValueError("max_turns and max_new_tokens must be >= 1")
         if self.context_budget <= self.max_new_tokens:
-            raise ValueError(f"context_budget ({self.context_budget}) must exceed "
-                             f"max_new_tokens ({self.max_new_tokens})")  # fmt: skip
+            raise ValueError(
+                f"context_budget ({self.context_budget}) must exceed "
+                f"max_new_tokens ({self.max_new_tokens})"
+            )
 
     def sampling(self, stop_token_ids: Sequence[int], step: int = 0) -> SamplingParams:
         """SamplingParams for batched step `step` (the seed moves on every step)."""
         seed = None if self.seed is None else self.seed + 100_003 * step
-        return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k,
-                              tuple(stop_token_ids), seed, 1, self.tempered_logprobs)  # fmt: skip
+        return SamplingParams(
+            self.max_new_tokens,
+            self.temperature,
+            self.top_p,
+            self.top_k,
+            tuple(stop_token_ids),
+            seed,
+            1,
+            self.tempered_logprobs,
+        )
 
     @property
     def context(self) -> ContextConfig:
@@ -179,8 +189,9 @@ def _start(task: Task, env: Environment, tok: Any, cfg: AgentConfig, version: in
     return ep
 
 
-def first_prompt_ids(task: Task, env: Environment, tokenizer: Any,
-                     cfg: AgentConfig = AgentConfig()) -> list[int]:  # fmt: skip
+def first_prompt_ids(
+    task: Task, env: Environment, tokenizer: Any, cfg: AgentConfig = AgentConfig()
+) -> list[int]:
     """The ids an episode's first reply is sampled after: `env.reset(task)`'s messages with the
     environment's tools, rendered as `run_episodes` renders them (one-turn users of agent tasks,
     such as distillation, prompt the model exactly as the agent loop does)."""
@@ -264,10 +275,15 @@ def _trajectory(ep: _Episode) -> Trajectory:
     details = dict(reward.details)
     if ep.error is not None:
         details["error"] = ep.error
-    details["agent"] = {"turns": ep.turns, "parse_errors": ep.parse_errors,
-                        "compactions": ep.compactions, "untrained_model_tokens": ep.untrained}  # fmt: skip
-    return Trajectory(ep.segments, ep.history, float(reward.score), details, ep.task.id,
-                      ep.group_id, ep.finish)  # fmt: skip
+    details["agent"] = {
+        "turns": ep.turns,
+        "parse_errors": ep.parse_errors,
+        "compactions": ep.compactions,
+        "untrained_model_tokens": ep.untrained,
+    }
+    return Trajectory(
+        ep.segments, ep.history, float(reward.score), details, ep.task.id, ep.group_id, ep.finish
+    )
 
 
 def stop_ids(tokenizer: Any) -> list[int]:
@@ -275,8 +291,9 @@ def stop_ids(tokenizer: Any) -> list[int]:
     return [int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS)]
 
 
-def _run(engine: Engine, tok: Any, pairs: list[tuple[Task, Environment]],
-         cfg: AgentConfig) -> list[Trajectory]:  # fmt: skip
+def _run(
+    engine: Engine, tok: Any, pairs: list[tuple[Task, Environment]], cfg: AgentConfig
+) -> list[Trajectory]:
     eps = [_start(task, env, tok, cfg, engine.version) for task, env in pairs]
     stops = stop_ids(tok)
     step = 0
@@ -295,8 +312,9 @@ def _run(engine: Engine, tok: Any, pairs: list[tuple[Task, Environment]],
     return [_trajectory(ep) for ep in eps]
 
 
-def run_episode(engine: Engine, tokenizer: Any, env: Environment, task: Task,
-                cfg: AgentConfig = AgentConfig()) -> Trajectory:  # fmt: skip
+def run_episode(
+    engine: Engine, tokenizer: Any, env: Environment, task: Task, cfg: AgentConfig = AgentConfig()
+) -> Trajectory:
     """Run one episode of `task` in `env` (the caller owns and closes `env`).
 
     Returns:
@@ -305,9 +323,14 @@ def run_episode(engine: Engine, tokenizer: Any, env: Environment, task: Task,
     return _run(engine, tokenizer, [(task, env)], cfg)[0]
 
 
-def run_episodes(engine: Engine, tokenizer: Any, env_factory: Callable[[Task], Environment],
-                 tasks: Sequence[Task], cfg: AgentConfig = AgentConfig(),
-                 group_size: int = 1) -> list[Trajectory]:  # fmt: skip
+def run_episodes(
+    engine: Engine,
+    tokenizer: Any,
+    env_factory: Callable[[Task], Environment],
+    tasks: Sequence[Task],
+    cfg: AgentConfig = AgentConfig(),
+    group_size: int = 1,
+) -> list[Trajectory]:
     """Run `group_size` episodes per task, all stepped together (one generate call per turn).
 
     Args:

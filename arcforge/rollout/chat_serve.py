@@ -89,10 +89,13 @@ def reply_message(text: str, k: int) -> tuple[dict[str, Any], bool]:
         msg["reasoning_content"] = parsed.reasoning
     if parsed.tool_calls:
         msg["tool_calls"] = [
-            {"id": f"call_{k}_{j}", "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            {
+                "id": f"call_{k}_{j}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
             for j, c in enumerate(parsed.tool_calls)
-        ]  # fmt: skip
+        ]
     if parsed.errors:
         msg["arcforge_errors"] = parsed.errors
     return msg, bool(parsed.tool_calls)
@@ -104,8 +107,9 @@ def context_length(engine: Any) -> int | None:
     return getattr(cfg, "max_position_embeddings", None)
 
 
-def add_chat_route(app: FastAPI, engine: Any, model_name: str, tokenizer: Any,
-                   lock: threading.Lock) -> None:  # fmt: skip
+def add_chat_route(
+    app: FastAPI, engine: Any, model_name: str, tokenizer: Any, lock: threading.Lock
+) -> None:
     """Register POST /v1/chat/completions on `app` (shares the engine lock)."""
 
     @app.post("/v1/chat/completions")
@@ -115,15 +119,26 @@ def add_chat_route(app: FastAPI, engine: Any, model_name: str, tokenizer: Any,
         try:
             messages, tools = to_messages(req.messages), to_tools(req.tools)
             think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
-            prompt = render_ids(messages, tokenizer, tools, ThinkingConfig(enabled=think),
-                                add_generation_prompt=True).input_ids  # fmt: skip
+            prompt = render_ids(
+                messages,
+                tokenizer,
+                tools,
+                ThinkingConfig(enabled=think),
+                add_generation_prompt=True,
+            ).input_ids
             room = (context_length(engine) or 1 << 30) - len(prompt)
             if room < 1:
                 raise ValueError(f"the rendered prompt ({len(prompt)} tokens) fills the context")
             stops = tuple(int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS))
-            params = SamplingParams(max_new_tokens=min(req.max_tokens, room), temperature=req.temperature,
-                                    top_p=req.top_p, top_k=max(req.top_k, 0),
-                                    stop_token_ids=stops, seed=req.seed, n=req.n)  # fmt: skip
+            params = SamplingParams(
+                max_new_tokens=min(req.max_tokens, room),
+                temperature=req.temperature,
+                top_p=req.top_p,
+                top_k=max(req.top_k, 0),
+                stop_token_ids=stops,
+                seed=req.seed,
+                n=req.n,
+            )
             with lock:
                 comps = engine.generate([prompt], params)
         except ValueError as err:
@@ -134,7 +149,15 @@ def add_chat_route(app: FastAPI, engine: Any, model_name: str, tokenizer: Any,
             finish = "tool_calls" if calls else c.finish_reason
             choices.append({"index": k, "message": msg, "finish_reason": finish})
         n_new = sum(len(c.token_ids) for c in comps)
-        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-                "created": int(time.time()), "model": model_name, "choices": choices,
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": n_new,
-                          "total_tokens": len(prompt) + n_new}}  # fmt: skip
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model_name,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": n_new,
+                "total_tokens": len(prompt) + n_new,
+            },
+        }

@@ -288,8 +288,10 @@ class ServerEngine:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         if params.tempered_logprobs:
-            raise ValueError(f"{self.base_url}: tempered_logprobs needs the LocalEngine; a "
-                             "server returns raw logprobs (vLLM's default logprobs mode)")  # fmt: skip
+            raise ValueError(
+                f"{self.base_url}: tempered_logprobs needs the LocalEngine; a "
+                "server returns raw logprobs (vLLM's default logprobs mode)"
+            )
         if not prompts:
             return []
         body = completions_request(self.model, prompts, params)
@@ -357,8 +359,14 @@ def _parse_choice(c: dict[str, Any]) -> Completion:
     )
 
 
-def make_engine(cfg: EngineCfg | None, model: nn.Module, *, pad_token_id: int,
-                precision: str = "fp32", max_batch: int = 64) -> Engine:  # fmt: skip
+def make_engine(
+    cfg: EngineCfg | None,
+    model: nn.Module,
+    *,
+    pad_token_id: int,
+    precision: str = "fp32",
+    max_batch: int = 64,
+) -> Engine:
     """The rollout engine a config names, holding `model`'s current weights.
 
     Args:
@@ -367,13 +375,23 @@ def make_engine(cfg: EngineCfg | None, model: nn.Module, *, pad_token_id: int,
         pad_token_id, precision, max_batch: LocalEngine settings (vLLM serves fp32 only).
     """
     if cfg is None or cfg.kind == "local":
-        return LocalEngine(model, pad_token_id=pad_token_id, precision=precision,
-                           max_batch=max_batch)  # fmt: skip
+        return LocalEngine(
+            model, pad_token_id=pad_token_id, precision=precision, max_batch=max_batch
+        )
     if precision != "fp32":
-        raise ConfigError(f"engine.kind vllm serves fp32 weights; engine precision {precision!r} "
-                          "is for the local engine")  # fmt: skip
+        raise ConfigError(
+            f"engine.kind vllm serves fp32 weights; engine precision {precision!r} "
+            "is for the local engine"
+        )
     from arcforge.rollout.vllm_engine import VLLMEngine  # it imports this module
 
-    return VLLMEngine(model, url=cfg.url, workdir=cfg.workdir, python=cfg.python,
-                      kv_cache_gib=cfg.kv_cache_gib, max_model_len=cfg.max_model_len,
-                      startup_timeout=cfg.startup_timeout, extra_args=cfg.extra_args)  # fmt: skip
+    return VLLMEngine(
+        model,
+        url=cfg.url,
+        workdir=cfg.workdir,
+        python=cfg.python,
+        kv_cache_gib=cfg.kv_cache_gib,
+        max_model_len=cfg.max_model_len,
+        startup_timeout=cfg.startup_timeout,
+        extra_args=cfg.extra_args,
+    )

@@ -56,9 +56,14 @@ class EnvHost:
             `open`, so crashed workers cannot leak the host's slots.
     """
 
-    def __init__(self, factory: Callable[[Task], Environment], kinds: list[str],
-                 max_concurrency: int = 8, name: str = "env",
-                 idle_timeout: float = 3600.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        factory: Callable[[Task], Environment],
+        kinds: list[str],
+        max_concurrency: int = 8,
+        name: str = "env",
+        idle_timeout: float = 3600.0,
+    ) -> None:
         if max_concurrency < 1 or not kinds:
             raise ValueError(f"env host {name!r} needs kinds and max_concurrency >= 1")
         self.factory, self.kinds, self.name = factory, list(kinds), name
@@ -69,8 +74,12 @@ class EnvHost:
         self._lock = threading.Lock()
 
     def info(self, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {"name": self.name, "kinds": self.kinds, "max_concurrency": self.max_concurrency,
-                "open": len(self._sessions)}  # fmt: skip
+        return {
+            "name": self.name,
+            "kinds": self.kinds,
+            "max_concurrency": self.max_concurrency,
+            "open": len(self._sessions),
+        }
 
     def _env(self, payload: dict[str, Any]) -> Environment:
         sid = str(payload.get("session"))
@@ -101,13 +110,19 @@ class EnvHost:
         except Exception:
             self.close({"session": sid})
             raise
-        return {"session": sid, "messages": [m.to_dict() for m in msgs],
-                "tools": [t.schema() for t in env.tools]}  # fmt: skip
+        return {
+            "session": sid,
+            "messages": [m.to_dict() for m in msgs],
+            "tools": [t.schema() for t in env.tools],
+        }
 
     def step(self, payload: dict[str, Any]) -> dict[str, Any]:
         res = self._env(payload).step(Message.from_dict(payload["message"]))
-        return {"observations": [m.to_dict() for m in res.observations], "done": res.done,
-                "info": res.info}  # fmt: skip
+        return {
+            "observations": [m.to_dict() for m in res.observations],
+            "done": res.done,
+            "info": res.info,
+        }
 
     def verify(self, payload: dict[str, Any]) -> dict[str, Any]:
         r = self._env(payload).verify()
@@ -198,15 +213,17 @@ class HttpEndpoint:
             else:
                 r = self._client.post(f"/{method}", json=payload)
         except httpx.HTTPError as err:
-            raise EnvServiceError(f"env service {self.url}: {method} failed: "
-                                  f"{type(err).__name__}: {err}") from None  # fmt: skip
+            raise EnvServiceError(
+                f"env service {self.url}: {method} failed: {type(err).__name__}: {err}"
+            ) from None
         if r.status_code != 200:
             try:
                 detail = r.json().get("detail", r.text)
             except ValueError:
                 detail = r.text
-            raise EnvServiceError(f"env service {self.url}: {method} answered "
-                                  f"{r.status_code}: {str(detail)[:500]}")  # fmt: skip
+            raise EnvServiceError(
+                f"env service {self.url}: {method} answered {r.status_code}: {str(detail)[:500]}"
+            )
         return r.json()
 
     def open(self, task: Task) -> Environment:
@@ -232,8 +249,9 @@ class EnvService:
         return self.endpoint.open(task)
 
 
-def local_service(name: str, kinds: list[str], factory: Callable[[Task], Environment],
-                  max_concurrency: int = 8) -> EnvService:  # fmt: skip
+def local_service(
+    name: str, kinds: list[str], factory: Callable[[Task], Environment], max_concurrency: int = 8
+) -> EnvService:
     """An in-process service over `factory`."""
     return EnvService(name, list(kinds), max_concurrency, LocalEndpoint(factory))
 

@@ -125,8 +125,9 @@ class EngineGateway:
         for r in group:
             r.done.set()
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int,
-                     timeout: float | None = None) -> None:  # fmt: skip
+    def load_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, timeout: float | None = None
+    ) -> None:
         """Load weights between generate calls; raises WeightSyncTimeout if the engine stays
         busy for longer than `timeout` seconds."""
         if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
@@ -153,8 +154,9 @@ class EngineGateway:
         self._queue.put(None)
 
 
-def push_weights(targets: list[Any], state_dict: dict[str, torch.Tensor], version: int,
-                 timeout: float) -> float:  # fmt: skip
+def push_weights(
+    targets: list[Any], state_dict: dict[str, torch.Tensor], version: int, timeout: float
+) -> float:
     """`target.load_weights(state_dict, version)` on every target in parallel, within `timeout`.
 
     Returns:
@@ -180,8 +182,11 @@ def push_weights(targets: list[Any], state_dict: dict[str, torch.Tensor], versio
         th.start()
     for th in threads:
         th.join(max(0.0, timeout - (time.monotonic() - t0)))
-    hung = [str(getattr(t, "name", type(t).__name__)) for t, th in zip(targets, threads)
-            if th.is_alive()]  # fmt: skip
+    hung = [
+        str(getattr(t, "name", type(t).__name__))
+        for t, th in zip(targets, threads)
+        if th.is_alive()
+    ]
     if errors:
         raise errors[0]
     if hung:

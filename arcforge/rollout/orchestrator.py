@@ -114,9 +114,14 @@ class Group:
     attempts: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "pool": self.pool, "task_id": self.task_id,
-                "trajectories": [t.to_dict() for t in self.trajectories],
-                "start_version": self.start_version, "attempts": self.attempts}  # fmt: skip
+        return {
+            "job_id": self.job_id,
+            "pool": self.pool,
+            "task_id": self.task_id,
+            "trajectories": [t.to_dict() for t in self.trajectories],
+            "start_version": self.start_version,
+            "attempts": self.attempts,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Group:
@@ -179,21 +184,34 @@ class Orchestrator:
         max_refill_tries: dynamic sampling (see the module docstring); 0 keeps every group.
     """
 
-    def __init__(self, pools: dict[str, list[Task]], mixture: Mixture, groups_per_batch: int,
-                 group_size: int = 1, tau: int = 0, sync_every: int = 1, max_retries: int = 2,
-                 seed: int = 0, max_pool_failures: int = 8,
-                 max_refill_tries: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pools: dict[str, list[Task]],
+        mixture: Mixture,
+        groups_per_batch: int,
+        group_size: int = 1,
+        tau: int = 0,
+        sync_every: int = 1,
+        max_retries: int = 2,
+        seed: int = 0,
+        max_pool_failures: int = 8,
+        max_refill_tries: int = 0,
+    ) -> None:
         self.quotas = mixture.quotas(groups_per_batch)
         missing = sorted(k for k in self.quotas if not pools.get(k))
         if missing:
             raise ConfigError(f"the mixture names pool(s) {missing} with no tasks")
         if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0 or max_pool_failures < 1:
-            raise ConfigError("need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
-                              "max_pool_failures >= 1")  # fmt: skip
+            raise ConfigError(
+                "need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
+                "max_pool_failures >= 1"
+            )
         if max_refill_tries < 0 or (max_refill_tries and group_size < 2):
-            raise ConfigError(f"max_refill_tries {max_refill_tries}: needs >= 0, and groups of "
-                              f"at least 2 episodes to tell a uniform group (group_size "
-                              f"{group_size})")  # fmt: skip
+            raise ConfigError(
+                f"max_refill_tries {max_refill_tries}: needs >= 0, and groups of "
+                f"at least 2 episodes to tell a uniform group (group_size "
+                f"{group_size})"
+            )
         self.max_refill_tries = max_refill_tries
         self._uniform_streak = {k: 0 for k in self.quotas}  # uniform groups dropped in a row
         self.uniform_by_pool = {k: 0 for k in self.quotas}
@@ -212,16 +230,24 @@ class Orchestrator:
         self.version, self.batches, self.next_id = 0, 0, 0
         self.cursor = {k: 0 for k in self.quotas}
         self.failed: list[dict[str, Any]] = []
-        self.counts = {"dispatched": 0, "completed": 0, "retries": 0, "failed": 0,
-                       "dropped_stale": 0, "discarded_results": 0}  # fmt: skip
+        self.counts = {
+            "dispatched": 0,
+            "completed": 0,
+            "retries": 0,
+            "failed": 0,
+            "dropped_stale": 0,
+            "discarded_results": 0,
+        }
 
     # ---- registration -------------------------------------------------------------------
 
     def register(self, service: EnvService) -> None:
         """Add an environment service; its slots are `max_concurrency` episodes."""
         if service.max_concurrency < self.G:
-            raise ConfigError(f"service {service.name!r}: max_concurrency "
-                              f"{service.max_concurrency} < group_size {self.G}")  # fmt: skip
+            raise ConfigError(
+                f"service {service.name!r}: max_concurrency "
+                f"{service.max_concurrency} < group_size {self.G}"
+            )
         with self._cv:
             if any(s.name == service.name for s in self.services):
                 raise ConfigError(f"a service named {service.name!r} is already registered")
@@ -271,11 +297,15 @@ class Orchestrator:
                 return True
             for t in trajectories:
                 t.group_id = f"{lease.task.id}#{lease.job_id}"
-            started = [t.start_version for t in trajectories if any(
-                s.source == "model" for s in t.segments)]  # fmt: skip
+            started = [
+                t.start_version
+                for t in trajectories
+                if any(s.source == "model" for s in t.segments)
+            ]
             start = min(started) if started else lease.start_version
-            self._buffer.append(Group(job.id, job.pool, job.task.id, list(trajectories), start,
-                                      job.attempt + 1))  # fmt: skip
+            self._buffer.append(
+                Group(job.id, job.pool, job.task.id, list(trajectories), start, job.attempt + 1)
+            )
             self._cv.notify_all()
             return True
 
@@ -302,8 +332,14 @@ class Orchestrator:
             if job.attempt >= self.max_retries:
                 self._streak[job.pool] = self._streak.get(job.pool, 0) + 1
                 self.counts["failed"] += 1
-                self.failed.append({"job_id": job.id, "task_id": job.task.id, "pool": job.pool,
-                                    "errors": list(job.errors)})  # fmt: skip
+                self.failed.append(
+                    {
+                        "job_id": job.id,
+                        "task_id": job.task.id,
+                        "pool": job.pool,
+                        "errors": list(job.errors),
+                    }
+                )
             else:
                 job.attempt += 1
                 self.counts["retries"] += 1
@@ -457,16 +493,27 @@ class Orchestrator:
         with self._cv:
             pending = list(self._inflight.values()) + list(self._queue)
             state = {
-                "version": self.version, "batches": self.batches, "next_id": self.next_id,
-                "cursor": dict(self.cursor), "counts": dict(self.counts),
+                "version": self.version,
+                "batches": self.batches,
+                "next_id": self.next_id,
+                "cursor": dict(self.cursor),
+                "counts": dict(self.counts),
                 "failed": list(self.failed),
                 "uniform_streak": dict(self._uniform_streak),
                 "uniform_by_pool": dict(self.uniform_by_pool),
                 "buffer": [g.to_dict() for g in self._buffer],
-                "pending": [{"id": j.id, "pool": j.pool, "task": j.task.to_dict(),
-                             "attempt": j.attempt, "failed_on": j.failed_on, "errors": j.errors}
-                            for j in sorted(pending, key=lambda j: j.id)],
-            }  # fmt: skip
+                "pending": [
+                    {
+                        "id": j.id,
+                        "pool": j.pool,
+                        "task": j.task.to_dict(),
+                        "attempt": j.attempt,
+                        "failed_on": j.failed_on,
+                        "errors": j.errors,
+                    }
+                    for j in sorted(pending, key=lambda j: j.id)
+                ],
+            }
         return json.loads(json.dumps(state, default=str))
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -483,10 +530,17 @@ class Orchestrator:
             self._inflight.clear()
             self._used = {k: 0 for k in self._used}
             self._queue = deque(
-                _Job(p["id"], p["pool"], Task.from_dict(p["task"]), p["attempt"],
-                     None, list(p["failed_on"]), list(p["errors"]))
+                _Job(
+                    p["id"],
+                    p["pool"],
+                    Task.from_dict(p["task"]),
+                    p["attempt"],
+                    None,
+                    list(p["failed_on"]),
+                    list(p["errors"]),
+                )
                 for p in state["pending"]
-            )  # fmt: skip
+            )
             self._cv.notify_all()
 
     def inject(self, group: Group) -> None:
@@ -497,6 +551,11 @@ class Orchestrator:
 
     def stats(self) -> dict[str, Any]:
         with self._cv:
-            return {**self.counts, "dropped_uniform": sum(self.uniform_by_pool.values()),
-                    "buffered": len(self._buffer), "running": len(self._inflight),
-                    "queued": len(self._queue), "version": self.version}  # fmt: skip
+            return {
+                **self.counts,
+                "dropped_uniform": sum(self.uniform_by_pool.values()),
+                "buffered": len(self._buffer),
+                "running": len(self._inflight),
+                "queued": len(self._queue),
+                "version": self.version,
+            }

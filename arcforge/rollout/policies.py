@@ -59,8 +59,9 @@ class ScriptedEngine:
         fallback: the reply for a prompt no script matches.
     """
 
-    def __init__(self, tokenizer: Any, scripts: dict[str, list[Message]],
-                 fallback: Message | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, tokenizer: Any, scripts: dict[str, list[Message]], fallback: Message | None = None
+    ) -> None:
         self.tokenizer, self.scripts = tokenizer, scripts
         self.fallback = fallback or Message("assistant", "I do not know.", reasoning="")
         ids = tokenizer.convert_tokens_to_ids
@@ -101,8 +102,13 @@ class GarbageEngine:
 
     KINDS = ("ids", "bytes", "broken_call", "bad_call", "junk_call", "unclosed_think", "nonsense")
     # well-formed calls to the math/tool/search tools with junk string arguments
-    JUNK_CALLS = {"lookup": ("entity", "relation"), "calculator": ("expression",),
-                  "search": ("query",), "open": ("doc_id",), "answer": ("text",)}  # fmt: skip
+    JUNK_CALLS = {
+        "lookup": ("entity", "relation"),
+        "calculator": ("expression",),
+        "search": ("query",),
+        "open": ("doc_id",),
+        "answer": ("text",),
+    }
 
     def __init__(self, tokenizer: Any, seed: int = 0) -> None:
         self.tokenizer, self.rng = tokenizer, random.Random(seed)
@@ -129,8 +135,16 @@ class GarbageEngine:
             return "<tool_call>" + body[: r.randint(0, len(body) - 1)]
         if kind == "bad_call":
             name = r.choice(["lookup", "calculator", "search", "open", "answer", self._word()])
-            args = r.choice([{"entity": 5}, {"page": "x", "doc_id": []}, {"query": None},
-                             {"text": {"a": 1}}, {self._word(): 1}, [1, 2]])  # fmt: skip
+            args = r.choice(
+                [
+                    {"entity": 5},
+                    {"page": "x", "doc_id": []},
+                    {"query": None},
+                    {"text": {"a": 1}},
+                    {self._word(): 1},
+                    [1, 2],
+                ]
+            )
             return f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
         if kind == "junk_call":
             name = r.choice(sorted(self.JUNK_CALLS))
@@ -290,14 +304,16 @@ def _swe_script(task: Task) -> list[Message]:
     fn, shown = bug["function"], bug.get("issue_function") or bug["function"]
     out = [_call("localize", {}, "I run the tests and the issue's call to find the function.")]
     if fn != shown:
-        out.append(_call("view_function", {"name": fn},
-                         f"`{shown}` calls `{fn}`; I look at `{fn}` too."))  # fmt: skip
+        out.append(
+            _call("view_function", {"name": fn}, f"`{shown}` calls `{fn}`; I look at `{fn}` too.")
+        )
     return out + [
-        _call("replace_function", {"code": fix_code(task)},
-              "It should do what the docstring says."),
+        _call(
+            "replace_function", {"code": fix_code(task)}, "It should do what the docstring says."
+        ),
         _call("run_tests", {}, "Now every test should pass."),
         Message("assistant", f"Fixed `{fn}`; the tests pass.", reasoning="The tests pass."),
-    ]  # fmt: skip
+    ]
 
 
 def _math_script(task: Task) -> list[Message]:
@@ -309,14 +325,21 @@ def _math_script(task: Task) -> list[Message]:
 def _tool_script(task: Task) -> list[Message]:
     answer = str(task.validation.answer)
     calls = [_call(c["name"], dict(c["arguments"]), _note(c)) for c in task.metadata["calls"]]
-    final = Message("assistant", f"Answer: {answer}",
-                    reasoning=f"The tools show the answer is {answer}.")  # fmt: skip
+    final = Message(
+        "assistant", f"Answer: {answer}", reasoning=f"The tools show the answer is {answer}."
+    )
     return calls + [final]
 
 
-SCRIPTS = {"math": _math_script, "tool": _tool_script, "search": _search_script,
-           "tir": _tir_script, "code": _code_script, "terminal": _terminal_script,
-           "swe": _swe_script}  # fmt: skip
+SCRIPTS = {
+    "math": _math_script,
+    "tool": _tool_script,
+    "search": _search_script,
+    "tir": _tir_script,
+    "code": _code_script,
+    "terminal": _terminal_script,
+    "swe": _swe_script,
+}
 
 
 # bumped when a kind's script changes, so cached expert episodes of that kind are re-recorded

@@ -66,9 +66,16 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 class RolloutActor:
     """A rollout worker process: its own engine copy, tokenizer and agent config."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, cfg: AgentConfig,
-                 pad_token_id: int, precision: str = "fp32", threads: int = 1,
-                 pool_cfgs: dict[str, AgentConfig] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        cfg: AgentConfig,
+        pad_token_id: int,
+        precision: str = "fp32",
+        threads: int = 1,
+        pool_cfgs: dict[str, AgentConfig] | None = None,
+    ) -> None:
         from arcforge.rollout.engine import LocalEngine
 
         torch.set_num_threads(threads)
@@ -101,19 +108,22 @@ class RayEndpoint:
         try:
             return ray.get(self.actor.call.remote(method, payload))
         except ray.exceptions.RayActorError as err:
-            raise EnvServiceError(f"env actor {self.name}: {method} failed: actor died: "
-                                  f"{str(err).splitlines()[0]}") from None  # fmt: skip
+            raise EnvServiceError(
+                f"env actor {self.name}: {method} failed: actor died: {str(err).splitlines()[0]}"
+            ) from None
         except ray.exceptions.RayTaskError as err:
             cause = err.cause if err.cause is not None else err
-            raise EnvServiceError(f"env actor {self.name}: {method} failed: "
-                                  f"{type(cause).__name__}: {cause}") from None  # fmt: skip
+            raise EnvServiceError(
+                f"env actor {self.name}: {method} failed: {type(cause).__name__}: {cause}"
+            ) from None
 
     def open(self, task: Task) -> RemoteEnv:
         return RemoteEnv(self.call, f"ray:{self.name}")
 
 
-def ray_env_service(name: str, kinds: list[str], factory: Any, max_concurrency: int = 8,
-                    num_cpus: float = 0) -> EnvService:  # fmt: skip
+def ray_env_service(
+    name: str, kinds: list[str], factory: Any, max_concurrency: int = 8, num_cpus: float = 0
+) -> EnvService:
     """Start an EnvHost actor over `factory` (pickled to the actor) and describe it."""
     ray = require_ray()
     cls = ray.remote(num_cpus=num_cpus, max_concurrency=max_concurrency + 2)(EnvHost)
@@ -132,9 +142,19 @@ class RayWorkers:
         pool_cfgs: as for LocalWorkers (a pool's own agent config).
     """
 
-    def __init__(self, orch: Orchestrator, model: torch.nn.Module, tokenizer: Any,
-                 cfg: AgentConfig, n: int, *, pad_token_id: int, precision: str = "fp32",
-                 num_cpus: int = 1, pool_cfgs: dict[str, AgentConfig] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        orch: Orchestrator,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        cfg: AgentConfig,
+        n: int,
+        *,
+        pad_token_id: int,
+        precision: str = "fp32",
+        num_cpus: int = 1,
+        pool_cfgs: dict[str, AgentConfig] | None = None,
+    ) -> None:
         ray = require_ray()
         if not ray.is_initialized():
             init_ray()
@@ -226,8 +246,9 @@ class RayWorkers:
         self._ray.kill(self.actors[i], no_restart=False)
         return lease
 
-    def push_weights(self, state_dict: dict[str, torch.Tensor], version: int,
-                     timeout: float) -> float:  # fmt: skip
+    def push_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, timeout: float
+    ) -> float:
         """Load `state_dict` into every actor as `version`, within `timeout` seconds."""
         t0 = time.monotonic()
         ref = self._ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
@@ -236,8 +257,10 @@ class RayWorkers:
         ready, pending = self._ray.wait(refs, num_returns=len(refs), timeout=timeout)
         if pending:
             hung = [i for i, r in enumerate(refs) if r in pending]
-            raise WeightSyncTimeout(f"weight sync of version {version} did not finish within "
-                                    f"{timeout:.1f}s on ray worker(s) {hung}")  # fmt: skip
+            raise WeightSyncTimeout(
+                f"weight sync of version {version} did not finish within "
+                f"{timeout:.1f}s on ray worker(s) {hung}"
+            )
         for actor, r in zip(self.actors, refs):
             try:
                 self._ray.get(r)

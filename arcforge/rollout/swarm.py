@@ -77,8 +77,13 @@ class SwarmBudget:
     result_chars: int = 300
 
     def __post_init__(self) -> None:
-        for k in ("max_subagents", "max_parallel", "max_assignments", "subagent_tokens",
-                  "result_chars"):  # fmt: skip
+        for k in (
+            "max_subagents",
+            "max_parallel",
+            "max_assignments",
+            "subagent_tokens",
+            "result_chars",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"SwarmBudget.{k} must be >= 1, got {getattr(self, k)}")
 
@@ -126,17 +131,26 @@ class SubResult:
     @property
     def tokens(self) -> int:
         tr = self.trajectory
-        return 0 if tr is None else sum(len(s.token_ids) for s in tr.segments
-                                        if s.source == "model")  # fmt: skip
+        return (
+            0 if tr is None else sum(len(s.token_ids) for s in tr.segments if s.source == "model")
+        )
 
     def record(self, t0: float) -> dict[str, Any]:
         """A JSON-ready record of the episode (times in seconds after `t0`)."""
         tr = self.trajectory
-        return {"agent": self.job.agent, "task": self.job.task, "tools": self.job.tools,
-                "steps": self.steps, "finish": tr.finish_reason if tr else "error",
-                "answer": self.answer, "tokens": self.tokens, "error": self.error,
-                "start": round(self.start - t0, 4), "end": round(self.end - t0, 4),
-                "messages": [m.to_dict() for m in tr.messages] if tr else []}  # fmt: skip
+        return {
+            "agent": self.job.agent,
+            "task": self.job.task,
+            "tools": self.job.tools,
+            "steps": self.steps,
+            "finish": tr.finish_reason if tr else "error",
+            "answer": self.answer,
+            "tokens": self.tokens,
+            "error": self.error,
+            "start": round(self.start - t0, 4),
+            "end": round(self.end - t0, 4),
+            "messages": [m.to_dict() for m in tr.messages] if tr else [],
+        }
 
 
 class _SubagentEnv:
@@ -159,10 +173,16 @@ class _SubagentEnv:
     def step(self, message: Message) -> StepResult:
         granted = [c for c in message.tool_calls if c.name in self.allowed]
         refused = [
-            Message("tool", f"error: tool {c.name!r} was not granted; granted: "
-                    f"{', '.join(sorted(self.allowed))}", tool_call_id=c.id or None, name=c.name)
-            for c in message.tool_calls if c.name not in self.allowed
-        ]  # fmt: skip
+            Message(
+                "tool",
+                f"error: tool {c.name!r} was not granted; granted: "
+                f"{', '.join(sorted(self.allowed))}",
+                tool_call_id=c.id or None,
+                name=c.name,
+            )
+            for c in message.tool_calls
+            if c.name not in self.allowed
+        ]
         if refused and not granted:
             return StepResult(refused, done=False)
         result = self.inner.step(replace(message, tool_calls=granted))
@@ -188,11 +208,17 @@ class SubagentPool:
         max_workers: subagent episodes running at once.
     """
 
-    def __init__(self, engine: Engine, tokenizer: Any, env_factory: Callable[[Task], Any],
-                 cfg: AgentConfig = AgentConfig(max_turns=4, max_new_tokens=256,
-                                                context_budget=4096, temperature=0.0),
-                 toolsets: Mapping[str, Sequence[str]] = DEFAULT_TOOLSETS,
-                 max_workers: int = 8) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: Any,
+        env_factory: Callable[[Task], Any],
+        cfg: AgentConfig = AgentConfig(
+            max_turns=4, max_new_tokens=256, context_budget=4096, temperature=0.0
+        ),
+        toolsets: Mapping[str, Sequence[str]] = DEFAULT_TOOLSETS,
+        max_workers: int = 8,
+    ) -> None:
         self._own_gateway = not isinstance(engine, EngineGateway)
         self.engine = EngineGateway(engine, "subagents") if self._own_gateway else engine
         self.tokenizer, self.env_factory, self.cfg = tokenizer, env_factory, cfg
@@ -204,8 +230,14 @@ class SubagentPool:
 
     def _run_one(self, job: SubJob) -> SubResult:
         start = time.monotonic()
-        task = Task(job.task_id, job.kind, job.task, tools=list(job.tools),  # type: ignore[arg-type]
-                    validation=Validation(answer=""), source="swarm:subagent")  # fmt: skip
+        task = Task(
+            job.task_id,
+            job.kind,
+            job.task,
+            tools=list(job.tools),  # type: ignore[arg-type]
+            validation=Validation(answer=""),
+            source="swarm:subagent",
+        )
         env = None
         try:
             env = _SubagentEnv(self.env_factory(task), job.tools, job.instructions)
@@ -253,13 +285,19 @@ class SwarmEnv:
         system_prompt: the orchestrator's system message (None: none).
     """
 
-    def __init__(self, pool: SubagentPool, budget: SwarmBudget = SwarmBudget(),
-                 reward: ParlReward = ParlReward(), clock: Callable[[], int] = lambda: 0,
-                 system_prompt: str | None = SYSTEM_PROMPT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pool: SubagentPool,
+        budget: SwarmBudget = SwarmBudget(),
+        reward: ParlReward = ParlReward(),
+        clock: Callable[[], int] = lambda: 0,
+        system_prompt: str | None = SYSTEM_PROMPT,
+    ) -> None:
         self.pool, self.budget, self.reward, self.clock = pool, budget, reward, clock
         self.system_prompt = system_prompt
-        self.tools = [Tool.from_function(f) for f in (self.create_subagent, self.assign_task,
-                                                      self.answer)]  # fmt: skip
+        self.tools = [
+            Tool.from_function(f) for f in (self.create_subagent, self.assign_task, self.answer)
+        ]
         self._task: Task | None = None
         self._s = _State()
         self._t0 = time.monotonic()
@@ -315,8 +353,9 @@ class SwarmEnv:
 
     def reset(self, task: Task) -> list[Message]:
         if not task.metadata.get("values") and task.validation.answer is None:
-            raise ValueError(f"task {task.id}: SwarmEnv needs metadata['values'] or "
-                             "validation.answer")  # fmt: skip
+            raise ValueError(
+                f"task {task.id}: SwarmEnv needs metadata['values'] or validation.answer"
+            )
         self._task, self._s, self._t0 = task, _State(), time.monotonic()
         msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
         return msgs + [Message("user", task.instruction)]
@@ -366,8 +405,11 @@ class SwarmEnv:
                     jobs.append((len(texts) - 1, job))
             elif call.name == "create_subagent":
                 a = call.arguments
-                texts.append(self.create_subagent(str(a["name"]), str(a["instructions"]),
-                                                  [str(t) for t in a["tools"]]))  # fmt: skip
+                texts.append(
+                    self.create_subagent(
+                        str(a["name"]), str(a["instructions"]), [str(t) for t in a["tools"]]
+                    )
+                )
             else:
                 texts.append(self.answer(str(call.arguments["text"])))
         if jobs:
@@ -377,8 +419,10 @@ class SwarmEnv:
             s.tokens += sum(r.tokens for r in results)
             for (i, _), r in zip(jobs, results):
                 texts[i] = self._observe(r)
-        obs = [Message("tool", str(t), tool_call_id=c.id or None, name=c.name)
-               for c, t in zip(message.tool_calls, texts)]  # fmt: skip
+        obs = [
+            Message("tool", str(t), tool_call_id=c.id or None, name=c.name)
+            for c, t in zip(message.tool_calls, texts)
+        ]
         return StepResult(obs, done=s.answer is not None)
 
     def verify(self) -> Reward:
@@ -389,26 +433,40 @@ class SwarmEnv:
         r_task, solved = score_list(s.answer, ref)
         done = [r for stage in s.results for r in stage]
         widths = [len(stage) for stage in s.results]
-        terms = self.reward(r_task, parallel_term(widths, self.budget.max_parallel),
-                            finish_term([r.finished for r in done]), int(self.clock()))  # fmt: skip
+        terms = self.reward(
+            r_task,
+            parallel_term(widths, self.budget.max_parallel),
+            finish_term([r.finished for r in done]),
+            int(self.clock()),
+        )
         stage_steps = [max(r.steps for r in stage) for stage in s.results]
-        swarm = {**{k: v for k, v in terms.items() if k != "reward"},
-                 "subagents": len(s.agents), "assignments": len(done), "stages": len(s.results),
-                 "stage_steps": stage_steps, "subagent_tokens": s.tokens,
-                 "subagent_steps": sum(r.steps for r in done),
-                 "episodes": [r.record(self._t0) for r in done]}  # fmt: skip
-        details = {"answer": s.answer, "solved": float(solved), "item_acc": r_task,
-                   "swarm": swarm}  # fmt: skip
+        swarm = {
+            **{k: v for k, v in terms.items() if k != "reward"},
+            "subagents": len(s.agents),
+            "assignments": len(done),
+            "stages": len(s.results),
+            "stage_steps": stage_steps,
+            "subagent_tokens": s.tokens,
+            "subagent_steps": sum(r.steps for r in done),
+            "episodes": [r.record(self._t0) for r in done],
+        }
+        details = {"answer": s.answer, "solved": float(solved), "item_acc": r_task, "swarm": swarm}
         return Reward(terms["reward"], details)
 
     def close(self) -> None:
         pass
 
 
-def run_swarm_episodes(engine: Engine, tokenizer: Any, pool: SubagentPool, tasks: Sequence[Task],
-                       cfg: AgentConfig = AgentConfig(), budget: SwarmBudget = SwarmBudget(),
-                       reward: ParlReward = ParlReward(), clock: Callable[[], int] = lambda: 0,
-                       ) -> list[Trajectory]:  # fmt: skip
+def run_swarm_episodes(
+    engine: Engine,
+    tokenizer: Any,
+    pool: SubagentPool,
+    tasks: Sequence[Task],
+    cfg: AgentConfig = AgentConfig(),
+    budget: SwarmBudget = SwarmBudget(),
+    reward: ParlReward = ParlReward(),
+    clock: Callable[[], int] = lambda: 0,
+) -> list[Trajectory]:
     """Run one orchestrator episode per task (stepped together, as `run_episodes` does), each
     in its own SwarmEnv over `pool`. `reward_details["swarm"]["critical_steps"]` is set from
     the agent loop's turn count.
@@ -427,9 +485,12 @@ def run_swarm_episodes(engine: Engine, tokenizer: Any, pool: SubagentPool, tasks
     return trajs
 
 
-def swarm_env_maker(pool: SubagentPool, budget: SwarmBudget = SwarmBudget(),
-                    reward: ParlReward = ParlReward(),
-                    clock: Callable[[], int] = lambda: 0) -> Callable[[Task], SwarmEnv]:  # fmt: skip
+def swarm_env_maker(
+    pool: SubagentPool,
+    budget: SwarmBudget = SwarmBudget(),
+    reward: ParlReward = ParlReward(),
+    clock: Callable[[], int] = lambda: 0,
+) -> Callable[[Task], SwarmEnv]:
     """`task -> SwarmEnv` over one shared pool: the `make=` option of the registry's swarm kind
     (`env_factory(world, swarm={"make": swarm_env_maker(pool, ...)})`)."""
     return lambda _task: SwarmEnv(pool, budget, reward, clock)
@@ -457,16 +518,25 @@ class SwarmCfg(Strict):
     anneal_steps: int = Field(50, ge=1)  # trainer steps until lambda1 = lambda2 = 0
 
     def budget(self) -> SwarmBudget:
-        return SwarmBudget(self.max_subagents, self.max_parallel, self.max_assignments,
-                           self.subagent_tokens)  # fmt: skip
+        return SwarmBudget(
+            self.max_subagents, self.max_parallel, self.max_assignments, self.subagent_tokens
+        )
 
     def reward(self) -> ParlReward:
         return ParlReward(self.lambda1, self.lambda2, self.anneal_steps)
 
-    def pool(self, engine: Engine, tokenizer: Any, env_factory: Callable[[Task], Any],
-             context_budget: int) -> SubagentPool:  # fmt: skip
+    def pool(
+        self,
+        engine: Engine,
+        tokenizer: Any,
+        env_factory: Callable[[Task], Any],
+        context_budget: int,
+    ) -> SubagentPool:
         """The frozen subagents over `engine` (a LocalEngine of the `subagents` checkpoint)."""
-        cfg = AgentConfig(max_turns=self.subagent_max_turns,
-                          max_new_tokens=self.subagent_max_new_tokens,
-                          context_budget=context_budget, temperature=self.subagent_temperature)  # fmt: skip
+        cfg = AgentConfig(
+            max_turns=self.subagent_max_turns,
+            max_new_tokens=self.subagent_max_new_tokens,
+            context_budget=context_budget,
+            temperature=self.subagent_temperature,
+        )
         return SubagentPool(engine, tokenizer, env_factory, cfg, max_workers=self.max_parallel)

@@ -161,19 +161,51 @@ class VLLMEngine:
     def log_path(self) -> Path:
         return self.workdir / "server.log"
 
-    def _start(self, python: Path, port: int, kv_gib: int, max_len: int | None,
-               extra: list[str] | tuple[str, ...]) -> None:  # fmt: skip
+    def _start(
+        self,
+        python: Path,
+        port: int,
+        kv_gib: int,
+        max_len: int | None,
+        extra: list[str] | tuple[str, ...],
+    ) -> None:
         max_len = max_len or int(self._model.config.max_position_embeddings)
-        cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server",
-               "--model", str(self._ckpt), "--served-model-name", SERVED_NAME,
-               "--dtype", "float32", "--skip-tokenizer-init", "--enforce-eager",
-               "--max-model-len", str(max_len), "--host", "127.0.0.1", "--port", str(port),
-               *extra]  # fmt: skip
-        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1",
-               "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}  # fmt: skip
+        cmd = [
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self._ckpt),
+            "--served-model-name",
+            SERVED_NAME,
+            "--dtype",
+            "float32",
+            "--skip-tokenizer-init",
+            "--enforce-eager",
+            "--max-model-len",
+            str(max_len),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *extra,
+        ]
+        env = {
+            **os.environ,
+            "VLLM_SERVER_DEV_MODE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": str(kv_gib),
+        }
         with open(self.log_path, "ab") as log:  # its own session: close() ends the whole group
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                          start_new_session=True, cwd=self.workdir)  # fmt: skip
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=self.workdir,
+            )
 
     def _log_tail(self, n: int = 4000) -> str:
         try:
@@ -191,8 +223,10 @@ class VLLMEngine:
                     hint = (
                         " (vLLM's CPU attention rejects head_dim 16, the nano preset's; 32 works)"
                     )
-                raise RuntimeError(f"vLLM server exited with {self._proc.returncode}{hint}; "
-                                   f"log {self.log_path}:\n{tail}")  # fmt: skip
+                raise RuntimeError(
+                    f"vLLM server exited with {self._proc.returncode}{hint}; "
+                    f"log {self.log_path}:\n{tail}"
+                )
             try:
                 if self._client.get("/health", timeout=5).status_code == 200:
                     return
@@ -200,8 +234,10 @@ class VLLMEngine:
                 pass
             time.sleep(1.0)
         self.close()
-        raise TimeoutError(f"vLLM server at {self.url} not healthy after {timeout:.0f} s; "
-                           f"log {self.log_path}:\n{self._log_tail()}")  # fmt: skip
+        raise TimeoutError(
+            f"vLLM server at {self.url} not healthy after {timeout:.0f} s; "
+            f"log {self.log_path}:\n{self._log_tail()}"
+        )
 
     def close(self) -> None:
         """Stop the server this engine started (its whole process group); idempotent."""
@@ -240,8 +276,10 @@ class VLLMEngine:
     def _post(self, route: str, body: dict[str, Any] | None = None) -> httpx.Response:
         r = self._client.post(route, json=body)
         if r.status_code == 404 and not route.startswith("/v1/"):
-            raise RuntimeError(f"{self.url}{route} not found: start the vLLM server with "
-                               "VLLM_SERVER_DEV_MODE=1 (vLLM >= 0.32)")  # fmt: skip
+            raise RuntimeError(
+                f"{self.url}{route} not found: start the vLLM server with "
+                "VLLM_SERVER_DEV_MODE=1 (vLLM >= 0.32)"
+            )
         if r.status_code != 200:
             raise RuntimeError(f"{self.url}{route} answered {r.status_code}: {r.text[:500]}")
         return r
@@ -254,15 +292,19 @@ class VLLMEngine:
         if not prompts:
             return []
         # only the given stop ids end a completion, as in LocalEngine
-        body = {**completions_request(SERVED_NAME, prompts, params), "ignore_eos": True,
-                "return_token_ids": True}  # fmt: skip
+        body = {
+            **completions_request(SERVED_NAME, prompts, params),
+            "ignore_eos": True,
+            "return_token_ids": True,
+        }
         with self._lock:
             choices = self._post("/v1/completions", body).json()["choices"]
             version = self._version
         choices.sort(key=lambda c: c["index"])
         if len(choices) != len(prompts) * params.n:
-            raise RuntimeError(f"{self.url} returned {len(choices)} choices, "
-                               f"expected {len(prompts) * params.n}")  # fmt: skip
+            raise RuntimeError(
+                f"{self.url} returned {len(choices)} choices, expected {len(prompts) * params.n}"
+            )
         out = [_parse_choice(c) for c in choices]
         for c in out:
             c.version = version
@@ -277,8 +319,10 @@ class VLLMEngine:
         with self._lock:
             self._post("/pause?mode=wait")
             try:
-                self._post("/collective_rpc", {"method": "reload_weights",
-                                               "kwargs": {"weights_path": str(new)}})  # fmt: skip
+                self._post(
+                    "/collective_rpc",
+                    {"method": "reload_weights", "kwargs": {"weights_path": str(new)}},
+                )
                 self._post("/reset_prefix_cache")
                 self._post("/update_weight_version", {"new_version": str(version)})
             finally:
@@ -291,8 +335,13 @@ class VLLMEngine:
     def prompt_logprobs(self, ids: list[int]) -> list[float]:
         """Teacher-forced logprobs of ids[1:] given their prefixes (vLLM's `prompt_logprobs`),
         for checking the served weights against the trainer's."""
-        body = {"model": SERVED_NAME, "prompt": [list(map(int, ids))], "max_tokens": 1,
-                "temperature": 0.0, "prompt_logprobs": 0}  # fmt: skip
+        body = {
+            "model": SERVED_NAME,
+            "prompt": [list(map(int, ids))],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+        }
         with self._lock:
             pl = self._post("/v1/completions", body).json()["choices"][0]["prompt_logprobs"]
         return [float(d[str(t)]["logprob"]) for d, t in zip(pl[1:], ids[1:])]

@@ -35,8 +35,13 @@ from arcforge.rollout.orchestrator import Lease, Orchestrator
 from arcforge.types import Trajectory
 
 
-def run_lease(engine: Engine, tokenizer: Any, lease: Lease, cfg: AgentConfig,
-              pool_cfgs: Mapping[str, AgentConfig] | None = None) -> list[Trajectory]:  # fmt: skip
+def run_lease(
+    engine: Engine,
+    tokenizer: Any,
+    lease: Lease,
+    cfg: AgentConfig,
+    pool_cfgs: Mapping[str, AgentConfig] | None = None,
+) -> list[Trajectory]:
     """Run the lease's `group_size` episodes of its task on its service, stepped together, with
     its pool's agent config where `pool_cfgs` has one (e.g. its own temperature), else `cfg`."""
     cfg = (pool_cfgs or {}).get(lease.pool, cfg)
@@ -57,9 +62,16 @@ class LocalWorkers:
         switch_interval: sys.setswitchinterval while running (None: leave it alone).
     """
 
-    def __init__(self, orch: Orchestrator, engine: Engine, tokenizer: Any, cfg: AgentConfig,
-                 n: int, switch_interval: float | None = 5e-4,
-                 pool_cfgs: Mapping[str, AgentConfig] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        orch: Orchestrator,
+        engine: Engine,
+        tokenizer: Any,
+        cfg: AgentConfig,
+        n: int,
+        switch_interval: float | None = 5e-4,
+        pool_cfgs: Mapping[str, AgentConfig] | None = None,
+    ) -> None:
         if n < 1:
             raise ValueError(f"need at least one rollout worker, got {n}")
         self.orch, self.tokenizer, self.cfg, self.n = orch, tokenizer, cfg, n
@@ -112,8 +124,9 @@ class LocalWorkers:
             self.orch.fail(lease, f"worker {i} was killed mid-episode")
         return lease
 
-    def push_weights(self, state_dict: dict[str, torch.Tensor], version: int,
-                     timeout: float) -> float:  # fmt: skip
+    def push_weights(
+        self, state_dict: dict[str, torch.Tensor], version: int, timeout: float
+    ) -> float:
         """Load new weights into the engine (WeightSyncTimeout after `timeout` s), then tell the
         orchestrator the new version. Returns seconds taken."""
         dt = push_weights([self.gateway], state_dict, version, timeout)

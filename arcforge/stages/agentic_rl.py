@@ -57,8 +57,10 @@ def pool_settings(
         kinds = Counter(t.kind for t in tasks)
         bad = sorted(k for k in kinds if k not in FACTORIES)
         if bad:
-            raise UserError(f"stage {stage.name!r}: source {s.source!r} has task kind(s) {bad} "
-                            f"with no environment; known: {sorted(FACTORIES)}")  # fmt: skip
+            raise UserError(
+                f"stage {stage.name!r}: source {s.source!r} has task kind(s) {bad} "
+                f"with no environment; known: {sorted(FACTORIES)}"
+            )
         name = next(iter(kinds)) if len(kinds) == 1 else Path(s.source.split(":", 1)[-1]).stem
         temp = stage.temperature if s.temperature is None else s.temperature
         if temps.setdefault(name, temp) != temp:
@@ -83,9 +85,12 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
             tasks[suite] = world.tasks(suite, "dev")[: pcfg.n]
         except ValueError as err:
             raise UserError(f"stage {stage.name!r}: probe suite {suite!r}: {err}") from None
-    acfg = AgentConfig(max_turns=pcfg.max_turns or ctx.cfg.eval.max_turns,
-                       max_new_tokens=pcfg.max_new_tokens or ctx.cfg.eval.max_new_tokens,
-                       context_budget=budget, temperature=0.0)  # fmt: skip
+    acfg = AgentConfig(
+        max_turns=pcfg.max_turns or ctx.cfg.eval.max_turns,
+        max_new_tokens=pcfg.max_new_tokens or ctx.cfg.eval.max_new_tokens,
+        context_budget=budget,
+        temperature=0.0,
+    )
     factory = env_factory(world)
 
     def probe(model) -> dict[str, list[float]]:
@@ -106,8 +111,10 @@ def _swarm_pool(ctx: RunContext, stage: AgenticRLStageCfg, kinds: list[str]):
     if "swarm" not in kinds:
         return None
     if stage.swarm is None or stage.backend != "local" or stage.services:
-        raise UserError(f"stage {stage.name!r}: swarm tasks need a `swarm:` block (the frozen "
-                        "subagents' checkpoint) and the in-process local backend")  # fmt: skip
+        raise UserError(
+            f"stage {stage.name!r}: swarm tasks need a `swarm:` block (the frozen "
+            "subagents' checkpoint) and the in-process local backend"
+        )
     from arcforge.model.checkpoint import load_model
     from arcforge.rollout.engine import LocalEngine
     from arcforge.stages.distill import teacher_dir
@@ -120,8 +127,10 @@ def _swarm_pool(ctx: RunContext, stage: AgenticRLStageCfg, kinds: list[str]):
 def _services(stage: AgenticRLStageCfg, kinds: list[str], world, swarm=None) -> list:
     if stage.services:
         if stage.call_credit:
-            raise UserError(f"stage {stage.name!r}: call_credit shapes the rewards of in-process "
-                            "and Ray environments; an HTTP service scores as it was started")  # fmt: skip
+            raise UserError(
+                f"stage {stage.name!r}: call_credit shapes the rewards of in-process "
+                "and Ray environments; an HTTP service scores as it was started"
+            )
         try:
             return [http_service(s.url, s.timeout) for s in stage.services]
         except EnvServiceError as err:
@@ -140,29 +149,51 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     model = model_for_stage(ctx, stage)
     n_pos = getattr(model.config, "max_position_embeddings", None)
     if n_pos is not None and stage.context_budget > n_pos:
-        raise UserError(f"stage {stage.name!r}: context_budget {stage.context_budget} exceeds the "
-                        f"model's max_position_embeddings {n_pos}")  # fmt: skip
+        raise UserError(
+            f"stage {stage.name!r}: context_budget {stage.context_budget} exceeds the "
+            f"model's max_position_embeddings {n_pos}"
+        )
     pools, weights, temps = pool_settings(stage)
     # pools sampled at their own temperature get their own agent config (the rest: the stage's)
     pool_cfgs = {p: stage.agent(t) for p, t in temps.items() if t != stage.temperature}
-    orch = Orchestrator(pools, Mixture(weights, stage.mixture_tolerance), stage.groups_per_step,
-                        stage.group_size, stage.tau, stage.sync_every, stage.max_retries,
-                        stage.seed, stage.max_pool_failures, stage.max_refill_tries)  # fmt: skip
+    orch = Orchestrator(
+        pools,
+        Mixture(weights, stage.mixture_tolerance),
+        stage.groups_per_step,
+        stage.group_size,
+        stage.tau,
+        stage.sync_every,
+        stage.max_retries,
+        stage.seed,
+        stage.max_pool_failures,
+        stage.max_refill_tries,
+    )
     pad = tok.pad_token_id or 0
     if stage.backend == "ray":
         from arcforge.rollout.ray_backend import RayWorkers, init_ray
 
         init_ray(stage.ray_address, num_cpus=None)
-        workers = RayWorkers(orch, model, tok, stage.agent(), stage.workers, pad_token_id=pad,
-                             precision=stage.engine_precision, pool_cfgs=pool_cfgs)  # fmt: skip
+        workers = RayWorkers(
+            orch,
+            model,
+            tok,
+            stage.agent(),
+            stage.workers,
+            pad_token_id=pad,
+            precision=stage.engine_precision,
+            pool_cfgs=pool_cfgs,
+        )
     else:
         from arcforge.rollout.engine import LocalEngine
         from arcforge.rollout.workers import LocalWorkers
 
-        engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
-                             max_batch=max(64, stage.workers * stage.group_size))  # fmt: skip
-        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers,
-                               pool_cfgs=pool_cfgs)  # fmt: skip
+        engine = LocalEngine(
+            model,
+            pad_token_id=pad,
+            precision=stage.engine_precision,
+            max_batch=max(64, stage.workers * stage.group_size),
+        )
+        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers, pool_cfgs=pool_cfgs)
     kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
     pool = _swarm_pool(ctx, stage, kinds)
     if pool is not None:
@@ -174,9 +205,17 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         orch.register(svc)
     probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
     try:
-        rows = train_async_rl(model, orch, workers, stage, out, pad_id=pad,
-                              desc=f"agentic rl {stage.name}", probe=probe,
-                              temperatures=temps if pool_cfgs else None)  # fmt: skip
+        rows = train_async_rl(
+            model,
+            orch,
+            workers,
+            stage,
+            out,
+            pad_id=pad,
+            desc=f"agentic rl {stage.name}",
+            probe=probe,
+            temperatures=temps if pool_cfgs else None,
+        )
     finally:
         if pool is not None:
             pool.close()

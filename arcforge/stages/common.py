@@ -67,8 +67,11 @@ def check_saved_world(saved, wanted, wdir: Path) -> None:
     world was generated (more expert episodes, other task counts) would otherwise be ignored
     without a word, since the world is read back from disk."""
     have, want = _flat(saved.to_dict()), _flat(wanted.to_dict())
-    diff = [f"{k}: {have.get(k)!r} -> {want.get(k)!r}" for k in sorted(set(have) | set(want))
-            if have.get(k) != want.get(k)]  # fmt: skip
+    diff = [
+        f"{k}: {have.get(k)!r} -> {want.get(k)!r}"
+        for k in sorted(set(have) | set(want))
+        if have.get(k) != want.get(k)
+    ]
     if diff:
         raise UserError(
             f"the world in {wdir} was generated with other settings than this config asks for "
@@ -90,17 +93,23 @@ def _episodes(world, ctx: RunContext | None, suite: str, kinds: list[str] | None
             raise ConfigError(f"world:{suite}: unknown kind {kind!r}; known: {sorted(KIND_SUITE)}")
     wc, ev = world.config, ctx.cfg.eval
     counts = {k: wc.n(getattr(wc.episodes, k), 0) for k in KIND_SUITE}
-    acfg = AgentConfig(max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens,
-                       context_budget=ctx.cfg.model.max_position_embeddings)  # fmt: skip
-    demos, stats = world_episodes(world, ctx.tokenizer, ctx.run_dir / "world" / "episodes",
-                                  counts, acfg, kinds, seed=wc.seed)  # fmt: skip
+    acfg = AgentConfig(
+        max_turns=ev.max_turns,
+        max_new_tokens=ev.max_new_tokens,
+        context_budget=ctx.cfg.model.max_position_embeddings,
+    )
+    demos, stats = world_episodes(
+        world, ctx.tokenizer, ctx.run_dir / "world" / "episodes", counts, acfg, kinds, seed=wc.seed
+    )
     for k, st in stats.items():
         if not st.get("cached"):
             split = st.get("split_by_compaction", 0)
-            print(f"[world] expert episodes {k}: {st['conversations']}/"
-                  f"{st['conversations_requested']} conversations"
-                  f"{f' ({split} episodes split in two by compaction)' if split else ''}, "
-                  f"rejected {st['rejected']}, {st['seconds']:.0f}s")  # fmt: skip
+            print(
+                f"[world] expert episodes {k}: {st['conversations']}/"
+                f"{st['conversations_requested']} conversations"
+                f"{f' ({split} episodes split in two by compaction)' if split else ''}, "
+                f"rejected {st['rejected']}, {st['seconds']:.0f}s"
+            )
     return demos
 
 
@@ -112,10 +121,19 @@ def episode_records(world, ctx: RunContext | None, suite: str, split: str | None
     if split not in (None, "train"):
         raise ConfigError(f"world:{suite}:{split}: expert episodes come from train tasks only")
     kind = suite.split("/", 1)[1] if "/" in suite else None
-    return [Record(messages=d.messages, origin=f"world:episodes#{d.id}",
-                   meta={"tools": [t.name for t in d.tools], "mode": d.mode, "kind": d.kind,
-                         "tool_schemas": [t.schema()["function"] for t in d.tools]})
-            for d in _episodes(world, ctx, suite, [kind] if kind else None)]  # fmt: skip
+    return [
+        Record(
+            messages=d.messages,
+            origin=f"world:episodes#{d.id}",
+            meta={
+                "tools": [t.name for t in d.tools],
+                "mode": d.mode,
+                "kind": d.kind,
+                "tool_schemas": [t.schema()["function"] for t in d.tools],
+            },
+        )
+        for d in _episodes(world, ctx, suite, [kind] if kind else None)
+    ]
 
 
 def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
@@ -132,13 +150,16 @@ def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
         seen |= {i for d in _episodes(world, ctx, f"{suite}:unseen", kinds) for i in d.task_ids}
     tasks = [t for t in world.tasks(suite, "train") if t.id not in seen]
     if not tasks:
-        raise ConfigError(f"world:{suite}:unseen: every train task of {suite!r} is shown in an "
-                          f"SFT demo or expert episode; generate more (world.options.tasks)")  # fmt: skip
+        raise ConfigError(
+            f"world:{suite}:unseen: every train task of {suite!r} is shown in an "
+            f"SFT demo or expert episode; generate more (world.options.tasks)"
+        )
     return tasks
 
 
-def world_records(world, suite: str, split: str | None, ctx: RunContext | None = None
-                  ) -> list[Record]:  # fmt: skip
+def world_records(
+    world, suite: str, split: str | None, ctx: RunContext | None = None
+) -> list[Record]:
     """Resolve `world:<suite>[:split]` into records (`ctx`: the run, for `world:episodes` and
     the `unseen` split of a task suite)."""
     if suite == "episodes" or suite.startswith("episodes/"):

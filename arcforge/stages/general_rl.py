@@ -69,8 +69,15 @@ def stage_grm(stage: GeneralRLStageCfg):
 
     g = stage.grm
     client = LLMClient(g.base_url, g.model, g.api_key_env, timeout=g.timeout)
-    return GenerativeRM(client, k=g.k, retries=g.retries, temperature=g.temperature,
-                        max_tokens=g.max_tokens, seed=stage.seed, workers=g.workers)  # fmt: skip
+    return GenerativeRM(
+        client,
+        k=g.k,
+        retries=g.retries,
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        seed=stage.seed,
+        workers=g.workers,
+    )
 
 
 def trim_reward_log(out: Path) -> None:
@@ -79,8 +86,9 @@ def trim_reward_log(out: Path) -> None:
     log, state, keep = out / "reward.jsonl", find_state(out), 0
     if state is not None:
         step = json.loads((state / "trainer.json").read_text())["step"]
-        keep = sum(1 + r.get("refills", 0) for r in read_rows(out / "metrics.jsonl")
-                   if r["step"] <= step)  # fmt: skip
+        keep = sum(
+            1 + r.get("refills", 0) for r in read_rows(out / "metrics.jsonl") if r["step"] <= step
+        )
     if log.exists():
         log.write_text("".join(ln + "\n" for ln in log.read_text().splitlines()[:keep]))
 
@@ -105,20 +113,35 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
     tools = ctx.world.tools()  # prompts of tasks that name tools offer them (the tool route)
     prompts = [prompt_from_record(r, tok, stage.thinking, tools) for r in records]
     pad = tok.pad_token_id or 0
-    engine = LocalEngine(model, pad_token_id=pad, precision=stage.engine_precision,
-                         max_batch=max(64, stage.prompts_per_step * stage.group_size))  # fmt: skip
+    engine = LocalEngine(
+        model,
+        pad_token_id=pad,
+        precision=stage.engine_precision,
+        max_batch=max(64, stage.prompts_per_step * stage.group_size),
+    )
     n_anchor = 0
     if stage.anchors.enabled:
         anchors = anchor_prompts(tok, anchor_tasks(stage.anchors.path), stage.thinking)
         n_anchor = len(anchors)
         prompts = mix_anchors(prompts, anchors, stage.anchors.weight)
-        replies = {tuple(a.ids): anchor_reply_ids(tok, a.task.metadata["anchor"], stage.thinking)
-                   for a in anchors}  # fmt: skip
+        replies = {
+            tuple(a.ids): anchor_reply_ids(tok, a.task.metadata["anchor"], stage.thinking)
+            for a in anchors
+        }
         engine = AnchorEngine(engine, model, replies)
     log = out / "reward.jsonl"
     trim_reward_log(out)
-    rows = train_rl(model, engine, prompts, hybrid_scorer(tok, hybrid, log, tools), stage, out,
-                    pad_id=pad, stop_ids=stop_token_ids(tok), desc=f"general_rl {stage.name}")  # fmt: skip
+    rows = train_rl(
+        model,
+        engine,
+        prompts,
+        hybrid_scorer(tok, hybrid, log, tools),
+        stage,
+        out,
+        pad_id=pad,
+        stop_ids=stop_token_ids(tok),
+        desc=f"general_rl {stage.name}",
+    )
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

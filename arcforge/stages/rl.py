@@ -34,8 +34,9 @@ def in_band(record: Record, band: tuple[float, float] | None) -> bool:
     return band is None or d is None or band[0] <= d <= band[1]
 
 
-def load_prompt_records(sources: list[SourceCfg], seed: int, name: str,
-                        band: tuple[float, float] | None = None) -> list[Record]:  # fmt: skip
+def load_prompt_records(
+    sources: list[SourceCfg], seed: int, name: str, band: tuple[float, float] | None = None
+) -> list[Record]:
     """Prompt/answer records of every source inside the difficulty `band` (a source's own
     `difficulty` replaces it), mixed by weight."""
     pools = []

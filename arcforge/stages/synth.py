@@ -97,9 +97,14 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[li
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
 
     tasks, counts = [], {}
-    cfg = SWESynthConfig(runs=stage.runs, backend=stage.backend, workers=stage.workers,
-                         max_bugs=stage.swe_bugs, seed=stage.seed,
-                         llm=llm if stage.swe_llm_rewrite else None)  # fmt: skip
+    cfg = SWESynthConfig(
+        runs=stage.runs,
+        backend=stage.backend,
+        workers=stage.workers,
+        max_bugs=stage.swe_bugs,
+        seed=stage.seed,
+        llm=llm if stage.swe_llm_rewrite else None,
+    )
     train_repos = [r for r in ctx.world.repos if r.split == "train"]  # never a held-out repo
     for repo in train_repos[: stage.swe_repos]:
         src = out / "swe" / "repos" / repo.name
@@ -155,9 +160,14 @@ def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tup
 
     seeds = [t.instruction for t in ctx.world.tasks("terminal", "train")[: stage.terminal_seeds]]
     pages = tutorial_pages(ctx.world, stage.terminal_pages) if stage.terminal_pages else []
-    cfg = TerminalSynthConfig(llm=llm, n_variants=stage.terminal_variants, include_seed=True,
-                              runs=stage.refine_runs, workers=stage.workers,
-                              backend=stage.backend)  # fmt: skip
+    cfg = TerminalSynthConfig(
+        llm=llm,
+        n_variants=stage.terminal_variants,
+        include_seed=True,
+        runs=stage.refine_runs,
+        workers=stage.workers,
+        backend=stage.backend,
+    )
     recs = synthesize_terminal(out / "terminal", cfg, seeds=seeds, pages=pages)
     summary = json.loads((out / "terminal" / "summary.json").read_text())
     counts = _counts(summary, True)
@@ -171,18 +181,31 @@ def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tup
     return [t for r in recs for t in load_tasks(r.data["task_dir"])], counts
 
 
-def _search(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any,
-            engine: Any) -> dict[str, Any]:  # fmt: skip
+def _search(
+    ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any, engine: Any
+) -> dict[str, Any]:
     from arcforge.synth.knowledge import run_search
     from arcforge.synth.search import SearchSynthConfig
 
-    cfg = SearchSynthConfig(n=stage.search, attempts=stage.search_attempts, paraphrase=True,
-                            seed=stage.seed)  # fmt: skip
+    cfg = SearchSynthConfig(
+        n=stage.search, attempts=stage.search_attempts, paraphrase=True, seed=stage.seed
+    )
     engine = engine if stage.search_model_filter else None
-    summary = run_search(out / "search", world=ctx.world, cfg=cfg, client=llm, engine=engine,
-                         llm_pages=stage.search_llm_pages)  # fmt: skip
-    return {"kept": summary["kept"], "hops": summary["hops"], "info": summary["info"],
-            "graph": summary["graph"], "steps": _counts(summary, dropped=True)}  # fmt: skip
+    summary = run_search(
+        out / "search",
+        world=ctx.world,
+        cfg=cfg,
+        client=llm,
+        engine=engine,
+        llm_pages=stage.search_llm_pages,
+    )
+    return {
+        "kept": summary["kept"],
+        "hops": summary["hops"],
+        "info": summary["info"],
+        "graph": summary["graph"],
+        "steps": _counts(summary, dropped=True),
+    }
 
 
 def _gem(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str, Any]:
@@ -238,6 +261,13 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
         finally:
             stop()
     pool = export_rl_pool(swe_tasks + term_tasks, out / "rl_pool.jsonl", stage.backend)
-    return {"swe_instances": len(swe_tasks), "terminal_tasks": len(term_tasks),
-            "rl_pool": pool["out"], "swe": swe_counts, "terminal": term_counts,
-            "search": search, "gem": gem, "abe": abe}  # fmt: skip
+    return {
+        "swe_instances": len(swe_tasks),
+        "terminal_tasks": len(term_tasks),
+        "rl_pool": pool["out"],
+        "swe": swe_counts,
+        "terminal": term_counts,
+        "search": search,
+        "gem": gem,
+        "abe": abe,
+    }

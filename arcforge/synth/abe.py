@@ -34,20 +34,40 @@ from arcforge.world.questions import QUESTION
 
 SCENARIOS = ("single_hop", "parallel_single_hop", "multi_hop", "parallel_multi_hop")
 SCALE_OPS = ("generalize", "add_parameters", "generalize_types", "distractors")
-TOOL_NAME = {"born_in": "get_birthplace", "lives_in": "get_home_city", "works_for": "get_employer",
-             "born_year": "get_birth_year", "occupation": "get_occupation",
-             "located_in": "get_country", "population": "get_population",
-             "founded_by": "get_founder", "headquartered_in": "get_headquarters",
-             "founded_year": "get_founding_year", "industry": "get_industry",
-             "created_by": "get_creator", "published_by": "get_publisher",
-             "published_year": "get_publication_year", "work_type": "get_work_type",
-             "capital": "get_capital"}  # fmt: skip
-PARAM = {"person": "person", "city": "city", "country": "country", "org": "organisation",
-         "work": "work"}  # fmt: skip
-EXTRA_PARAMS = {"language": {"type": "string", "enum": ["en", "fr", "de"],
-                             "description": "language of the reply"},
-                "include_sources": {"type": "boolean", "description": "also list sources"},
-                "max_results": {"type": "integer", "description": "cap on returned items"}}  # fmt: skip
+TOOL_NAME = {
+    "born_in": "get_birthplace",
+    "lives_in": "get_home_city",
+    "works_for": "get_employer",
+    "born_year": "get_birth_year",
+    "occupation": "get_occupation",
+    "located_in": "get_country",
+    "population": "get_population",
+    "founded_by": "get_founder",
+    "headquartered_in": "get_headquarters",
+    "founded_year": "get_founding_year",
+    "industry": "get_industry",
+    "created_by": "get_creator",
+    "published_by": "get_publisher",
+    "published_year": "get_publication_year",
+    "work_type": "get_work_type",
+    "capital": "get_capital",
+}
+PARAM = {
+    "person": "person",
+    "city": "city",
+    "country": "country",
+    "org": "organisation",
+    "work": "work",
+}
+EXTRA_PARAMS = {
+    "language": {
+        "type": "string",
+        "enum": ["en", "fr", "de"],
+        "description": "language of the reply",
+    },
+    "include_sources": {"type": "boolean", "description": "also list sources"},
+    "max_results": {"type": "integer", "description": "cap on returned items"},
+}
 GENERIC_DISTRACTORS = [
     ("get_weather", "Current weather for a city.", "city"),
     ("translate_text", "Translate a text into English.", "text"),
@@ -87,46 +107,89 @@ class ABESpec:
 
     def to_task(self, task_id: str) -> Task:
         required = [{"name": s.tool, "arguments": s.arguments} for s in self.subs]
-        ctx = {"abe": {"scenario": self.scenario, "tools": self.tools, "records": self.records,
-                       "required_calls": required}}  # fmt: skip
-        meta = {"scenario": self.scenario, "ops": self.ops,
-                "sub_questions": [{"id": s.id, "question": s.question, "answer": s.answer,
-                                   "depends_on": s.depends_on} for s in self.subs],
-                "turns": [[{"name": s.tool, "arguments": s.arguments} for s in t]
-                          for t in self.turns()]}  # fmt: skip
+        ctx = {
+            "abe": {
+                "scenario": self.scenario,
+                "tools": self.tools,
+                "records": self.records,
+                "required_calls": required,
+            }
+        }
+        meta = {
+            "scenario": self.scenario,
+            "ops": self.ops,
+            "sub_questions": [
+                {"id": s.id, "question": s.question, "answer": s.answer, "depends_on": s.depends_on}
+                for s in self.subs
+            ],
+            "turns": [
+                [{"name": s.tool, "arguments": s.arguments} for s in t] for t in self.turns()
+            ],
+        }
         difficulty = min(1.0, len(self.subs) / 5 + 0.1 * len(self.ops))
         names = [t["function"]["name"] for t in self.tools]
-        return Task(task_id, "abe", self.question, context=ctx, tools=names,
-                    validation=Validation(answer=self.answer), source="synth:abe",
-                    difficulty=difficulty, metadata=meta)  # fmt: skip
+        return Task(
+            task_id,
+            "abe",
+            self.question,
+            context=ctx,
+            tools=names,
+            validation=Validation(answer=self.answer),
+            source="synth:abe",
+            difficulty=difficulty,
+            metadata=meta,
+        )
 
 
 def spec_from_dict(d: dict[str, Any]) -> ABESpec:
     """The inverse of `dataclasses.asdict(spec)` (specs travel through the pipeline as JSON)."""
     subs = [SubQuestion(**q) for q in d["subs"]]
-    return ABESpec(d["scenario"], d["question"], d["answer"], subs, list(d["tools"]),
-                   list(d["records"]), list(d["ops"]), dict(d["bindings"]))  # fmt: skip
+    return ABESpec(
+        d["scenario"],
+        d["question"],
+        d["answer"],
+        subs,
+        list(d["tools"]),
+        list(d["records"]),
+        list(d["ops"]),
+        dict(d["bindings"]),
+    )
 
 
 def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}}  # fmt: skip
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": props, "required": required},
+        },
+    }
 
 
 # ---------------------------------------------------------------- rule route
 
 
-def _chain(graph: WebGraph, rng: random.Random, k: int, etype: str | None = None,
-           relations: list[str] | None = None):  # fmt: skip
+def _chain(
+    graph: WebGraph,
+    rng: random.Random,
+    k: int,
+    etype: str | None = None,
+    relations: list[str] | None = None,
+):
     """A forward path of k functional hops as [(subject, relation, object)] (following
     `relations` when given), or None."""
     starts = [e for e in graph.entities if etype is None or graph.types.get(e) == etype]
     node = rng.choice(starts) if starts else None
     path = []
     for i in range(k):
-        opts = [(r, o) for r, o in graph.out.get(node, []) if r in TOOL_NAME
-                and (i == k - 1 or r not in LITERAL_RELATIONS)
-                and (relations is None or r == relations[i])]  # fmt: skip
+        opts = [
+            (r, o)
+            for r, o in graph.out.get(node, [])
+            if r in TOOL_NAME
+            and (i == k - 1 or r not in LITERAL_RELATIONS)
+            and (relations is None or r == relations[i])
+        ]
         if node is None or not opts:
             return None
         r, o = rng.choice(sorted(opts))
@@ -166,16 +229,19 @@ def spec_from_graph(graph: WebGraph, rng: random.Random, scenario: str) -> ABESp
             doc, param = _rule_doc(r)
             sid = f"q{c + 1}.{i + 1}"
             ref = s if prev is None else f"the answer to {prev}"
-            subs.append(SubQuestion(sid, QUESTION[r].format(s=ref), o, prev, TOOL_NAME[r],
-                                    {param: s}, r))  # fmt: skip
+            subs.append(
+                SubQuestion(sid, QUESTION[r].format(s=ref), o, prev, TOOL_NAME[r], {param: s}, r)
+            )
             prev = sid
     question = " ".join(_chain_question(ch) for ch in chains)
     answer = ", ".join(ch[-1][2] for ch in chains)
     if parallel:
         question = "Answer both questions. " + question + " Give both answers, comma-separated."
     tools = [_rule_doc(s.relation)[0] for s in subs if s.relation]  # one per sub-question
-    bindings = {TOOL_NAME[r]: {"param": PARAM[SUBJECT_TYPE[r]], "fields": {"": r}}
-                for r in {s.relation for s in subs if s.relation}}  # fmt: skip
+    bindings = {
+        TOOL_NAME[r]: {"param": PARAM[SUBJECT_TYPE[r]], "fields": {"": r}}
+        for r in {s.relation for s in subs if s.relation}
+    }
     return ABESpec(scenario, question, answer, subs, tools, bindings=bindings)
 
 
@@ -211,8 +277,10 @@ def spec_from_description(description: str, client: Any) -> ABESpec:
     Raises:
         UserError: when the model's decomposition is unusable (names what is wrong).
     """
-    d = ask_json(client, [{"role": "system", "content": DECOMPOSE_PROMPT},
-                          {"role": "user", "content": description}])  # fmt: skip
+    d = ask_json(
+        client,
+        [{"role": "system", "content": DECOMPOSE_PROMPT}, {"role": "user", "content": description}],
+    )
     if not isinstance(d, dict) or d.get("scenario") not in SCENARIOS:
         raise UserError(f"ABE decomposition: scenario must be one of {SCENARIOS}; got {d!r:.200}")
     subs, ids = [], set()
@@ -223,8 +291,11 @@ def spec_from_description(description: str, client: Any) -> ABESpec:
         if dep is not None and str(dep) not in ids:
             raise UserError(f"ABE decomposition: {sid} depends on unknown {dep!r}")
         ids.add(sid)
-        subs.append(SubQuestion(sid, str(q["question"]), str(q["answer"]),
-                                None if dep is None else str(dep)))  # fmt: skip
+        subs.append(
+            SubQuestion(
+                sid, str(q["question"]), str(q["answer"]), None if dep is None else str(dep)
+            )
+        )
     if not subs or not d.get("answer"):
         raise UserError("ABE decomposition: needs an answer and at least one sub-question")
     return ABESpec(d["scenario"], str(d.get("question") or description), str(d["answer"]), subs)
@@ -233,8 +304,13 @@ def spec_from_description(description: str, client: Any) -> ABESpec:
 def document_llm(spec: ABESpec, client: Any) -> ABESpec:
     """Tool documents (and the answering call) for every sub-question, written by an LLM."""
     listing = "\n".join(f"{s.id}: {s.question} (answer: {s.answer})" for s in spec.subs)
-    d = ask_json(client, [{"role": "system", "content": DOCUMENT_PROMPT},
-                          {"role": "user", "content": f"Task: {spec.question}\n{listing}"}])  # fmt: skip
+    d = ask_json(
+        client,
+        [
+            {"role": "system", "content": DOCUMENT_PROMPT},
+            {"role": "user", "content": f"Task: {spec.question}\n{listing}"},
+        ],
+    )
     items = d.get("tools") if isinstance(d, dict) else None
     by_sub = {str(t.get("sub_question")): t for t in items or [] if isinstance(t, dict)}
     for s in spec.subs:
@@ -250,6 +326,12 @@ def document_llm(spec: ABESpec, client: Any) -> ABESpec:
             )
         params.setdefault("type", "object")
         s.tool, s.arguments = str(t["name"]), dict(t.get("arguments") or {})
-        spec.tools.append(_schema(s.tool, str(t.get("description", "")), params["properties"],
-                                  list(params.get("required") or [])))  # fmt: skip
+        spec.tools.append(
+            _schema(
+                s.tool,
+                str(t.get("description", "")),
+                params["properties"],
+                list(params.get("required") or []),
+            )
+        )
     return spec

@@ -44,8 +44,26 @@ from arcforge.synth.pipeline import Drop, Record, Step, filter_step
 from arcforge.synth.wkg import SUBJECT_TYPE, WebGraph
 from arcforge.types import Message, Task, ToolCall
 
-_STOP = {"a", "an", "the", "of", "for", "to", "in", "is", "and", "or", "return", "returns",
-         "get", "gets", "answers", "which", "what", "given"}  # fmt: skip
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "of",
+    "for",
+    "to",
+    "in",
+    "is",
+    "and",
+    "or",
+    "return",
+    "returns",
+    "get",
+    "gets",
+    "answers",
+    "which",
+    "what",
+    "given",
+}
 
 
 def _fn(doc: dict[str, Any]) -> dict[str, Any]:
@@ -82,16 +100,21 @@ def merge_tools(spec: ABESpec) -> int:
     rename: dict[str, str] = {}
     for doc in spec.tools:
         name = _fn(doc)["name"]
-        target = next((k for k in kept if _overlap(k, doc)
-                       and not _conflict(spec, {_fn(k)["name"], name})), None)  # fmt: skip
+        target = next(
+            (k for k in kept if _overlap(k, doc) and not _conflict(spec, {_fn(k)["name"], name})),
+            None,
+        )
         if target is None:
             kept.append(doc)
             rename[name] = name
             continue
         tf, f = _fn(target), _fn(doc)
         props = {**f["parameters"].get("properties", {}), **tf["parameters"]["properties"]}
-        req = [r for r in tf["parameters"].get("required", [])
-               if r in f["parameters"].get("required", [])]  # fmt: skip
+        req = [
+            r
+            for r in tf["parameters"].get("required", [])
+            if r in f["parameters"].get("required", [])
+        ]
         tf["parameters"] = {"type": "object", "properties": props, "required": req}
         rename[name] = tf["name"]
         if name in spec.bindings and name != tf["name"]:
@@ -117,17 +140,24 @@ def _generalize(spec: ABESpec, graph: WebGraph | None) -> bool:
         new = f"get_{param}_info"
         if new in {_fn(d)["name"] for d in spec.tools}:
             continue
-        fields = {n.removeprefix("get_"): spec.bindings.get(n, {}).get("fields", {}).get("")
-                  for n in names}  # fmt: skip
+        fields = {
+            n.removeprefix("get_"): spec.bindings.get(n, {}).get("fields", {}).get("")
+            for n in names
+        }
         rels = {r for r in fields.values() if r}
         etypes = {SUBJECT_TYPE[r] for r in rels}
         if graph is not None and len(etypes) == 1:  # offer every fact of that entity type
             for r, t in SUBJECT_TYPE.items():
                 if t in etypes and r in TOOL_NAME:
                     fields.setdefault(TOOL_NAME[r].removeprefix("get_"), r)
-        props = {param: _fn(docs[0])["parameters"]["properties"][param],
-                 "field": {"type": "string", "enum": sorted(fields),
-                           "description": "which fact to return"}}  # fmt: skip
+        props = {
+            param: _fn(docs[0])["parameters"]["properties"][param],
+            "field": {
+                "type": "string",
+                "enum": sorted(fields),
+                "description": "which fact to return",
+            },
+        }
         spec.tools = [d for d in spec.tools if _fn(d)["name"] not in names]
         spec.tools.append(_schema(new, f"Look up a fact about a {param}.", props, [param, "field"]))
         for s in spec.subs:
@@ -168,8 +198,11 @@ def _distractors(spec: ABESpec, rng: random.Random, graph: WebGraph | None) -> b
     types = {SUBJECT_TYPE[r] for r in used}
     have = {_fn(d)["name"] for d in spec.tools}
     if graph is not None:
-        spare = sorted(r for r, t in SUBJECT_TYPE.items() if t in types and r not in used
-                       and TOOL_NAME[r] not in have)  # fmt: skip
+        spare = sorted(
+            r
+            for r, t in SUBJECT_TYPE.items()
+            if t in types and r not in used and TOOL_NAME[r] not in have
+        )
         for r in rng.sample(spare, min(2, len(spare))):
             doc, param = _rule_doc(r)
             spec.tools.append(doc)
@@ -189,18 +222,19 @@ def scale(spec: ABESpec, rng: random.Random, ops: list[str], graph: WebGraph | N
     for op in SCALE_OPS:
         if op not in ops:
             continue
-        applied = {"generalize": lambda: _generalize(spec, graph),
-                   "add_parameters": lambda: _add_parameters(spec, rng),
-                   "generalize_types": lambda: _generalize_types(spec),
-                   "distractors": lambda: _distractors(spec, rng, graph)}[op]()  # fmt: skip
+        applied = {
+            "generalize": lambda: _generalize(spec, graph),
+            "add_parameters": lambda: _add_parameters(spec, rng),
+            "generalize_types": lambda: _generalize_types(spec),
+            "distractors": lambda: _distractors(spec, rng, graph),
+        }[op]()
         if applied:
             spec.ops.append(op)
 
 
 def build_records(spec: ABESpec, graph: WebGraph | None = None) -> None:
     """Sub-answers as records, plus graph facts about every entity the task mentions."""
-    recs = [{"tool": s.tool, "arguments": dict(s.arguments), "result": s.answer}
-            for s in spec.subs]  # fmt: skip
+    recs = [{"tool": s.tool, "arguments": dict(s.arguments), "result": s.answer} for s in spec.subs]
     if graph is not None:
         mentioned = {str(v) for s in spec.subs for v in s.arguments.values()}
         mentioned |= {s.answer for s in spec.subs}
@@ -237,18 +271,26 @@ def abe_expert(task: Task) -> list[Message]:
     then the answer."""
     out = []
     for t, turn in enumerate(task.metadata["turns"]):
-        calls = [ToolCall(c["name"], dict(c["arguments"]), id=f"call-{t}-{i}")
-                 for i, c in enumerate(turn)]  # fmt: skip
+        calls = [
+            ToolCall(c["name"], dict(c["arguments"]), id=f"call-{t}-{i}")
+            for i, c in enumerate(turn)
+        ]
         out.append(Message("assistant", "", reasoning=f"Step {t + 1}.", tool_calls=calls))
     answer = str(task.validation.answer)
     return out + [Message("assistant", f"Answer: {answer}", reasoning="The tools gave it.")]
 
 
-def synthesize_abe(n: int, seed: int = 0, graph: WebGraph | None = None,
-                   descriptions: list[str] | None = None, client: Any = None,
-                   scenarios: tuple[str, ...] = SCENARIOS, ops: tuple[str, ...] = SCALE_OPS,
-                   p_op: float = 0.5, work_dir: Path | None = None,
-                   ) -> tuple[list[Task], dict[str, Any]]:  # fmt: skip
+def synthesize_abe(
+    n: int,
+    seed: int = 0,
+    graph: WebGraph | None = None,
+    descriptions: list[str] | None = None,
+    client: Any = None,
+    scenarios: tuple[str, ...] = SCENARIOS,
+    ops: tuple[str, ...] = SCALE_OPS,
+    p_op: float = 0.5,
+    work_dir: Path | None = None,
+) -> tuple[list[Task], dict[str, Any]]:
     """ABE tasks on the synthesis pipeline: from graph facts (rule route) or from
     `descriptions` with an LLM `client` (LLM route).
 
@@ -289,8 +331,11 @@ def synthesize_abe(n: int, seed: int = 0, graph: WebGraph | None = None,
     def check(r: Record) -> str | None:
         return check_spec(spec_from_dict(r.data["spec"]))
 
-    steps = [Step("draft", draft, on_error="raise"), Step("build", build, on_error="raise"),
-             filter_step("check", check)]  # fmt: skip
+    steps = [
+        Step("draft", draft, on_error="raise"),
+        Step("build", build, on_error="raise"),
+        filter_step("check", check),
+    ]
 
     def seeds(a: int, b: int) -> list[Record]:
         if descriptions is not None:
@@ -305,7 +350,12 @@ def synthesize_abe(n: int, seed: int = 0, graph: WebGraph | None = None,
     tasks = [spec_from_dict(r.data["spec"]).to_task(f"abe-{seed}-{r.id}") for r in kept[:n]]
     for t, r in zip(tasks, kept):
         t.metadata["provenance"] = r.provenance
-    summary = {"kept": len(tasks), "passed": len(kept), "steps": counts, "merged_tools": merged,
-               "scenarios": dict(Counter(t.metadata["scenario"] for t in tasks)),
-               "ops": dict(Counter(op for t in tasks for op in t.metadata["ops"]))}  # fmt: skip
+    summary = {
+        "kept": len(tasks),
+        "passed": len(kept),
+        "steps": counts,
+        "merged_tools": merged,
+        "scenarios": dict(Counter(t.metadata["scenario"] for t in tasks)),
+        "ops": dict(Counter(op for t in tasks for op in t.metadata["ops"])),
+    }
     return tasks, summary

@@ -24,7 +24,13 @@ def ask_json(client: Any, messages: list[dict], repairs: int = 1, **kw: Any) -> 
             return parse_json_loose(text)
         except ValueError as e:
             err = str(e)
-        convo = [*convo, {"role": "assistant", "content": text},
-                 {"role": "user", "content": f"Your reply could not be parsed as JSON ({err}). "
-                  "Reply again with only the JSON value."}]  # fmt: skip
+        convo = [
+            *convo,
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": f"Your reply could not be parsed as JSON ({err}). "
+                "Reply again with only the JSON value.",
+            },
+        ]
     raise ValueError(f"no parsable JSON after {repairs + 1} replies ({err}); last: {clip(text)}")

@@ -23,9 +23,16 @@ from arcforge.llm import LLMError
 from arcforge.synth.pipeline import Drop, Pipeline, Record, Step
 
 
-def run_batches(steps: list[Step], out_dir: Path, seeds: Callable[[int, int], list[Record]],
-                total: int, batch: int, want: int | None = None, name: str = "synth",
-                workers: int = 1) -> tuple[list[Record], dict[str, dict[str, Any]]]:  # fmt: skip
+def run_batches(
+    steps: list[Step],
+    out_dir: Path,
+    seeds: Callable[[int, int], list[Record]],
+    total: int,
+    batch: int,
+    want: int | None = None,
+    name: str = "synth",
+    workers: int = 1,
+) -> tuple[list[Record], dict[str, dict[str, Any]]]:
     """Records out of the last step, and per-step counts summed over the batches run.
 
     Args:
@@ -87,8 +94,9 @@ class LLMGuard:
             with self._lock:
                 self.streak += 1
                 if self.streak >= self.limit:
-                    raise UserError(f"{self.what}: the LLM failed {self.limit} times in a row "
-                                    f"({err})") from None  # fmt: skip
+                    raise UserError(
+                        f"{self.what}: the LLM failed {self.limit} times in a row ({err})"
+                    ) from None
             raise Drop("llm_error", str(err)) from None
         except (UserError, ValueError) as err:
             raise Drop(bad_reply, str(err)) from None

@@ -27,9 +27,13 @@ from arcforge.synth.probes import PASS_THRESHOLD, PROBES, ProbeContext, oracle_o
 from arcforge.types import Task
 
 
-def check_task_exploits(task_or_path: Task | str | Path, runs: int = 3, backend: str = "bwrap",
-                        probes: Iterable[str] | None = None,
-                        repos: Iterable[Any] = ()) -> dict[str, Any]:  # fmt: skip
+def check_task_exploits(
+    task_or_path: Task | str | Path,
+    runs: int = 3,
+    backend: str = "bwrap",
+    probes: Iterable[str] | None = None,
+    repos: Iterable[Any] = (),
+) -> dict[str, Any]:
     """Stability and exploit checks of one task (see the module docstring).
 
     Args:
@@ -47,10 +51,16 @@ def check_task_exploits(task_or_path: Task | str | Path, runs: int = 3, backend:
     if task.kind not in ("terminal", "swe"):
         raise ValueError(f"check-task supports terminal and swe tasks, not {task.kind!r}")
     names = list(probes) if probes is not None else list(PROBES)
-    out: dict[str, Any] = {"task": task.id, "oracle": False, "empty": False,
-                           "stability": {"oracle_passes": 0, "empty_fails": 0, "runs": runs},
-                           "probes": {n: False for n in names}, "not_applicable": [],
-                           "accepted": False, "reasons": []}  # fmt: skip
+    out: dict[str, Any] = {
+        "task": task.id,
+        "oracle": False,
+        "empty": False,
+        "stability": {"oracle_passes": 0, "empty_fails": 0, "runs": runs},
+        "probes": {n: False for n in names},
+        "not_applicable": [],
+        "accepted": False,
+        "reasons": [],
+    }
     if task.metadata.get("unsupported"):
         out["reasons"] = [f"unsupported here: {r}" for r in task.metadata["unsupported"]]
         return out
@@ -73,8 +83,9 @@ def check_task_exploits(task_or_path: Task | str | Path, runs: int = 3, backend:
         reasons.append(f"oracle passed only {oracle_passes}/{runs} runs")
     if empty_fails < runs:
         reasons.append(f"the empty solution passed {runs - empty_fails}/{runs} runs")
-    results = run_probes(task, names, ctx if ctx.oracle_files is not None else ProbeContext({}),
-                         backend, repos)  # fmt: skip
+    results = run_probes(
+        task, names, ctx if ctx.oracle_files is not None else ProbeContext({}), backend, repos
+    )
     for name, r in results.items():
         out["probes"][name] = r.fooled
         if not r.applicable:

@@ -84,9 +84,16 @@ def swe_cmd(
         raise UserError(f"--records {records}: no such file")
     if runs < 1 or bugs < 0:
         raise UserError("--runs must be >= 1 and --bugs >= 0")
-    cfg = SWESynthConfig(runs=runs, backend=backend, timeout=timeout, workers=workers,
-                         llm=make_llm(llm_url, llm_model, llm_key_env),
-                         max_commits=max_commits, max_bugs=bugs, seed=seed)  # fmt: skip
+    cfg = SWESynthConfig(
+        runs=runs,
+        backend=backend,
+        timeout=timeout,
+        workers=workers,
+        llm=make_llm(llm_url, llm_model, llm_key_env),
+        max_commits=max_commits,
+        max_bugs=bugs,
+        seed=seed,
+    )
     if bugs:
         recs, path = synthesize_bugs(repo, out, cfg)
     else:
@@ -159,10 +166,15 @@ def terminal_cmd(
     all_pages = _pages(pages)
     if not all_seeds and not all_pages:
         raise UserError("give seeds (--seed, --seeds, --world-seeds) or --pages")
-    cfg = TerminalSynthConfig(llm=make_llm(llm_url, llm_model, llm_key_env), n_variants=n,
-                              repair_rounds=repair_rounds, runs=runs, workers=workers,
-                              probes=[p for p in probes.split(",") if p] or None,
-                              backend=backend)  # fmt: skip
+    cfg = TerminalSynthConfig(
+        llm=make_llm(llm_url, llm_model, llm_key_env),
+        n_variants=n,
+        repair_rounds=repair_rounds,
+        runs=runs,
+        workers=workers,
+        probes=[p for p in probes.split(",") if p] or None,
+        backend=backend,
+    )
     recs = synthesize_terminal(out, cfg, all_seeds, all_pages)
     typer.echo(json.dumps({"tasks": len(recs), "out": str(out / "tasks"), "steps": _summary(out)}))
 
@@ -187,8 +199,9 @@ def export_cmd(
     if sft is not None:
         if trajectories is None:
             raise UserError("--sft needs --trajectories")
-        res["sft"] = export_sft(read_trajectories(trajectories), sft, min_steps=min_steps,
-                                max_steps=max_steps)  # fmt: skip
+        res["sft"] = export_sft(
+            read_trajectories(trajectories), sft, min_steps=min_steps, max_steps=max_steps
+        )
     if rl is not None:
         if not tasks:
             raise UserError("--rl needs --tasks")

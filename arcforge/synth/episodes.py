@@ -47,11 +47,23 @@ from arcforge.rollout.policies import EXPERT_VERSIONS, ScriptedEngine, expert_en
 from arcforge.types import Message, Task, Tool, Trajectory
 
 MODES = ("interleaved", "preserved", "dropped", "turn_level")
-KIND_SUITE = {"tool": "tool", "search": "search", "tir": "reasoning", "code": "code",
-              "terminal": "terminal", "swe": "swe"}  # fmt: skip
+KIND_SUITE = {
+    "tool": "tool",
+    "search": "search",
+    "tir": "reasoning",
+    "code": "code",
+    "terminal": "terminal",
+    "swe": "swe",
+}
 SINGLE = ("interleaved", "turn_level")
-KIND_MODES = {"tool": MODES, "tir": MODES, "search": SINGLE, "code": SINGLE,
-              "terminal": SINGLE, "swe": ("interleaved",)}  # fmt: skip
+KIND_MODES = {
+    "tool": MODES,
+    "tir": MODES,
+    "search": SINGLE,
+    "code": SINGLE,
+    "terminal": SINGLE,
+    "swe": ("interleaved",),
+}
 PAIR_KINDS = {"tool", "tir"}  # search/code/terminal/swe episodes are too long to pair
 PAIRED = ("preserved", "dropped", "turn_level")
 Slot = tuple[str, bool]  # (task id, thinking on)
@@ -70,9 +82,14 @@ class EpisodeDemo:
     tools: list[Tool] = field(default_factory=list)  # schemas only (fn is None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "mode": self.mode, "task_ids": self.task_ids,
-                "messages": [m.to_dict() for m in self.messages],
-                "tools": [t.schema()["function"] for t in self.tools]}  # fmt: skip
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "mode": self.mode,
+            "task_ids": self.task_ids,
+            "messages": [m.to_dict() for m in self.messages],
+            "tools": [t.schema()["function"] for t in self.tools],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EpisodeDemo:
@@ -157,9 +174,14 @@ def episode_views(traj: Trajectory, tokenizer: Any) -> list[list[Message]]:
     return views + [final]
 
 
-def _run_part(part: list[Slot], by_id: dict[str, Task], tok: Any, engine: Any,
-              env_factory: Callable[[Task], Environment],
-              cfg: AgentConfig) -> list[tuple[Slot, Trajectory, list[Tool]]]:  # fmt: skip
+def _run_part(
+    part: list[Slot],
+    by_id: dict[str, Task],
+    tok: Any,
+    engine: Any,
+    env_factory: Callable[[Task], Environment],
+    cfg: AgentConfig,
+) -> list[tuple[Slot, Trajectory, list[Tool]]]:
     """One chunk of slots: thinking-on episodes, then thinking-off ones (turn_thinking=False)."""
     made: list[Environment] = []
 
@@ -179,9 +201,16 @@ def _run_part(part: list[Slot], by_id: dict[str, Task], tok: Any, engine: Any,
     return out
 
 
-def _run_slots(slots: list[Slot], by_id: dict[str, Task], tokenizer: Any,
-               env_factory: Callable[[Task], Environment], cfg: AgentConfig, chunk: int,
-               workers: int, desc: str) -> dict[Slot, tuple[Trajectory, list[Tool]]]:  # fmt: skip
+def _run_slots(
+    slots: list[Slot],
+    by_id: dict[str, Task],
+    tokenizer: Any,
+    env_factory: Callable[[Task], Environment],
+    cfg: AgentConfig,
+    chunk: int,
+    workers: int,
+    desc: str,
+) -> dict[Slot, tuple[Trajectory, list[Tool]]]:
     """Every slot's episode (and the env's tools), `chunk` episodes per run_episodes call.
 
     Each thread gets its own tokenizer copy: a fast tokenizer call toggles shared state
@@ -239,11 +268,16 @@ def _join(episodes: list[list[Message]]) -> list[Message]:
     return msgs
 
 
-def expert_episodes(tasks: Sequence[Task], tokenizer: Any,
-                    env_factory: Callable[[Task], Environment],
-                    counts: Mapping[str, int] | None = None, cfg: AgentConfig | None = None,
-                    seed: int = 0, chunk: int = 8, workers: int = 2,
-                    ) -> tuple[list[EpisodeDemo], dict[str, dict[str, Any]]]:  # fmt: skip
+def expert_episodes(
+    tasks: Sequence[Task],
+    tokenizer: Any,
+    env_factory: Callable[[Task], Environment],
+    counts: Mapping[str, int] | None = None,
+    cfg: AgentConfig | None = None,
+    seed: int = 0,
+    chunk: int = 8,
+    workers: int = 2,
+) -> tuple[list[EpisodeDemo], dict[str, dict[str, Any]]]:
     """Run the scripted experts on `tasks` and keep the verified episodes as conversations.
 
     Args:
@@ -272,8 +306,9 @@ def expert_episodes(tasks: Sequence[Task], tokenizer: Any,
         plan = _plan(pool, kind, n, random.Random(f"{seed}:episodes:{kind}"))
         slots = list(dict.fromkeys(s for _, ss in plan for s in ss))
         by_id = {t.id: t for t in pool}
-        done = _run_slots(slots, by_id, tokenizer, env_factory, cfg, chunk, workers,
-                          f"expert episodes ({kind})")  # fmt: skip
+        done = _run_slots(
+            slots, by_id, tokenizer, env_factory, cfg, chunk, workers, f"expert episodes ({kind})"
+        )
         reasons = Counter(r for tr, _ in done.values() if (r := reject_reason(tr)) is not None)
         failed = [[tr.task_id, r] for tr, _ in done.values() if (r := reject_reason(tr))]
         kept, split = 0, 0
@@ -287,15 +322,28 @@ def expert_episodes(tasks: Sequence[Task], tokenizer: Any,
             joined = [_join([v[0] for v in views])] if len(ss) > 1 else views[0]
             split += len(joined) - 1
             for msgs in joined:
-                demos.append(EpisodeDemo(f"episode-{kind}-{kept:05d}", kind, mode,
-                                         [i for i, _ in ss], msgs, done[ss[0]][1]))  # fmt: skip
+                demos.append(
+                    EpisodeDemo(
+                        f"episode-{kind}-{kept:05d}",
+                        kind,
+                        mode,
+                        [i for i, _ in ss],
+                        msgs,
+                        done[ss[0]][1],
+                    )
+                )
                 kept += 1
         bad = sum(v for r, v in reasons.items() if r != "pair_compacted")
-        stats[kind] = {"conversations_requested": n, "conversations": kept,
-                       "episodes": len(slots), "episodes_kept": len(slots) - bad,
-                       "split_by_compaction": split, "rejected": dict(sorted(reasons.items())),
-                       "rejected_examples": failed[:5],
-                       "seconds": round(time.time() - t0, 2)}  # fmt: skip
+        stats[kind] = {
+            "conversations_requested": n,
+            "conversations": kept,
+            "episodes": len(slots),
+            "episodes_kept": len(slots) - bad,
+            "split_by_compaction": split,
+            "rejected": dict(sorted(reasons.items())),
+            "rejected_examples": failed[:5],
+            "seconds": round(time.time() - t0, 2),
+        }
     return demos, stats
 
 
@@ -306,9 +354,16 @@ def world_tasks(world: Any, kind: str) -> list[Task]:
     return world.tasks(kind, "train")
 
 
-def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[str, int],
-                   cfg: AgentConfig, kinds: Sequence[str] | None = None, seed: int = 0,
-                   workers: int = 2) -> tuple[list[EpisodeDemo], dict[str, dict[str, Any]]]:  # fmt: skip
+def world_episodes(
+    world: Any,
+    tokenizer: Any,
+    cache_dir: Path,
+    counts: Mapping[str, int],
+    cfg: AgentConfig,
+    kinds: Sequence[str] | None = None,
+    seed: int = 0,
+    workers: int = 2,
+) -> tuple[list[EpisodeDemo], dict[str, dict[str, Any]]]:
     """Expert episodes on the world's train tasks, per kind cached as `cache_dir/<kind>.jsonl`
     plus `<kind>.json` (its counts and the settings that made it; written last). A kind whose
     cache matches the settings is read back, not re-run."""
@@ -317,9 +372,15 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
     cache_dir.mkdir(parents=True, exist_ok=True)
     demos, stats = [], {}
     for kind in kinds or list(counts):
-        key = {"format": EPISODE_FORMAT, "n": int(counts.get(kind, 0)), "seed": seed,
-               "modes": list(KIND_MODES.get(kind, ())), "max_turns": cfg.max_turns,
-               "max_new_tokens": cfg.max_new_tokens, "context_budget": cfg.context_budget}  # fmt: skip
+        key = {
+            "format": EPISODE_FORMAT,
+            "n": int(counts.get(kind, 0)),
+            "seed": seed,
+            "modes": list(KIND_MODES.get(kind, ())),
+            "max_turns": cfg.max_turns,
+            "max_new_tokens": cfg.max_new_tokens,
+            "context_budget": cfg.context_budget,
+        }
         if kind in EXPERT_VERSIONS:  # a changed expert script re-records its kind only
             key["expert"] = EXPERT_VERSIONS[kind]
         meta_path, data_path = cache_dir / f"{kind}.json", cache_dir / f"{kind}.jsonl"
@@ -328,8 +389,15 @@ def world_episodes(world: Any, tokenizer: Any, cache_dir: Path, counts: Mapping[
             demos += [EpisodeDemo.from_dict(json.loads(ln)) for ln in lines if ln.strip()]
             stats[kind] = {**json.loads(meta_path.read_text())["stats"], "cached": True}
             continue
-        made, st = expert_episodes(world_tasks(world, kind), tokenizer, env_factory(world),
-                                   {kind: key["n"]}, cfg, seed, workers=workers)  # fmt: skip
+        made, st = expert_episodes(
+            world_tasks(world, kind),
+            tokenizer,
+            env_factory(world),
+            {kind: key["n"]},
+            cfg,
+            seed,
+            workers=workers,
+        )
         tmp = data_path.with_suffix(".jsonl.tmp")
         # keys in their own order: a tool call's arguments stay in the order the expert wrote
         # them (edit_file: path, old, new), which is the order SFT teaches the model to write

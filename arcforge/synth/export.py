@@ -32,12 +32,19 @@ from arcforge.types import Message, Task, Tool, Trajectory
 
 def sft_line(traj: Trajectory, tools: list[Tool] | None = None) -> dict[str, Any]:
     """One SFT record; tool observations marked non-trainable."""
-    msgs = [Message(**{**m.__dict__, "train": False}) if m.role == "tool" else m
-            for m in traj.messages]  # fmt: skip
-    schemas = [{"name": t.name, "description": t.description, "parameters": t.parameters}
-               for t in tools or []]  # fmt: skip
-    return {"messages": [m.to_dict() for m in msgs], "tool_schemas": schemas,
-            "task_id": traj.task_id, "reward": traj.reward}  # fmt: skip
+    msgs = [
+        Message(**{**m.__dict__, "train": False}) if m.role == "tool" else m for m in traj.messages
+    ]
+    schemas = [
+        {"name": t.name, "description": t.description, "parameters": t.parameters}
+        for t in tools or []
+    ]
+    return {
+        "messages": [m.to_dict() for m in msgs],
+        "tool_schemas": schemas,
+        "task_id": traj.task_id,
+        "reward": traj.reward,
+    }
 
 
 def steps_of(traj: Trajectory) -> int:
@@ -45,9 +52,14 @@ def steps_of(traj: Trajectory) -> int:
     return sum(1 for m in traj.messages if m.role == "assistant" and m.tool_calls)
 
 
-def export_sft(trajs: Iterable[Trajectory], path: str | Path, tools: list[Tool] | None = None,
-               threshold: float = 1.0, min_steps: int = 1,
-               max_steps: int = 1_000) -> dict[str, Any]:  # fmt: skip
+def export_sft(
+    trajs: Iterable[Trajectory],
+    path: str | Path,
+    tools: list[Tool] | None = None,
+    threshold: float = 1.0,
+    min_steps: int = 1,
+    max_steps: int = 1_000,
+) -> dict[str, Any]:
     """Write the clean, passing trajectories as SFT JSONL; returns {"kept", "dropped": {...}}."""
     dropped: Counter = Counter()
     lines = []
@@ -89,8 +101,11 @@ def load_tasks(source: str | Path) -> list[Task]:
     if p.is_dir():
         if (p / "task.toml").is_file() or (p / "task.yaml").is_file():
             return [import_task_dir(p)]
-        return [import_task_dir(d) for d in sorted(p.iterdir())
-                if (d / "task.toml").is_file() or (d / "task.yaml").is_file()]  # fmt: skip
+        return [
+            import_task_dir(d)
+            for d in sorted(p.iterdir())
+            if (d / "task.toml").is_file() or (d / "task.yaml").is_file()
+        ]
     if not p.is_file():
         raise UserError(f"{p}: no such task file or directory")
     tasks = []
@@ -110,8 +125,9 @@ def load_tasks(source: str | Path) -> list[Task]:
     return tasks
 
 
-def pass_rate_band(tasks: list[Task], rewards: dict[str, list[float]], lo: float = 0.0,
-                   hi: float = 1.0) -> tuple[list[Task], Counter]:  # fmt: skip
+def pass_rate_band(
+    tasks: list[Task], rewards: dict[str, list[float]], lo: float = 0.0, hi: float = 1.0
+) -> tuple[list[Task], Counter]:
     """Keep tasks whose pass rate over their k attempts lies in [lo, hi] (exclusive of a
     rate of exactly 0 when lo > 0, and of 1 when hi < 1); tasks without attempts are kept."""
     kept, dropped = [], Counter()
@@ -127,8 +143,12 @@ def pass_rate_band(tasks: list[Task], rewards: dict[str, list[float]], lo: float
     return kept, dropped
 
 
-def export_rl_pool(tasks: Iterable[Task], path: str | Path, backend: str = "bwrap",
-                   env_options: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def export_rl_pool(
+    tasks: Iterable[Task],
+    path: str | Path,
+    backend: str = "bwrap",
+    env_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write tasks (+ their environment config) as a Task JSONL RL pool."""
     lines, kinds = [], Counter()
     for t in tasks:

@@ -34,8 +34,26 @@ _EQ = re.compile(r"^([\d\s+\-*/().]+?)\s*=\s*(-?\d+(?:\.\d+)?)$")
 _STEP = re.compile(r"^\s*(?:step\s*)?(\d+)\s*[.):]\s+(.+)$", re.IGNORECASE)
 _SEQ = re.compile(r"\b(first|then|next|after that|finally)\b", re.IGNORECASE)
 _QUOTED = re.compile(r"[`\"']([^`\"']{1,60})[`\"']")
-_STOP = {"the", "a", "an", "to", "of", "your", "it", "and", "with", "for", "in", "on", "into",
-         "from", "at", "by", "before", "after"}  # fmt: skip
+_STOP = {
+    "the",
+    "a",
+    "an",
+    "to",
+    "of",
+    "your",
+    "it",
+    "and",
+    "with",
+    "for",
+    "in",
+    "on",
+    "into",
+    "from",
+    "at",
+    "by",
+    "before",
+    "after",
+}
 CALCULATOR = Tool.from_function(calculate, name="calculator")
 
 
@@ -57,9 +75,15 @@ class GemItem:
         """The SFT record: messages (OpenAI shape), tool names (the key the SFT stage reads),
         tool schemas, provenance."""
         names = [t.get("function", t).get("name") for t in self.tools]
-        return {"id": self.id, "messages": [m.to_dict() for m in self.messages], "tools": names,
-                "tool_schemas": self.tools, "source": f"gem:{self.route}:{self.kind or 'text'}",
-                "workflow": [s["text"] for s in self.steps], "refinements": self.refinements}  # fmt: skip
+        return {
+            "id": self.id,
+            "messages": [m.to_dict() for m in self.messages],
+            "tools": names,
+            "tool_schemas": self.tools,
+            "source": f"gem:{self.route}:{self.kind or 'text'}",
+            "workflow": [s["text"] for s in self.steps],
+            "refinements": self.refinements,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -122,8 +146,14 @@ def _step_tool(step: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required}}}  # fmt: skip
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": props, "required": required},
+        },
+    }
 
 
 def extract_rules(item: GemItem) -> bool:
@@ -132,8 +162,15 @@ def extract_rules(item: GemItem) -> bool:
     if len(calc) >= 2:
         q = next((ln for ln in item.text.splitlines() if ln.startswith("Question:")), "")
         item.kind, item.goal = "math", q.removeprefix("Question:").strip() or "Compute the result."
-        item.steps = [{"text": f"{e} = {r}", "tool": "calculator", "arguments": {"expression": e},
-                       "result": r} for e, r in calc]  # fmt: skip
+        item.steps = [
+            {
+                "text": f"{e} = {r}",
+                "tool": "calculator",
+                "arguments": {"expression": e},
+                "result": r,
+            }
+            for e, r in calc
+        ]
         item.tools = [CALCULATOR.schema()]
         return True
     steps = list_steps(item.text)
@@ -146,10 +183,13 @@ def extract_rules(item: GemItem) -> bool:
         name, props, args = _step_tool(st)
         tools.setdefault(name, {})
         tools[name].update(props)
-        item.steps.append({"text": st, "tool": name, "arguments": args,
-                           "result": f"done: {st.rstrip('.')}"})  # fmt: skip
-    item.tools = [_schema(n, f"Carry out the step '{n.replace('_', ' ')}'.", p, ["target"])
-                  for n, p in tools.items()]  # fmt: skip
+        item.steps.append(
+            {"text": st, "tool": name, "arguments": args, "result": f"done: {st.rstrip('.')}"}
+        )
+    item.tools = [
+        _schema(n, f"Carry out the step '{n.replace('_', ' ')}'.", p, ["target"])
+        for n, p in tools.items()
+    ]
     return True
 
 
@@ -184,13 +224,20 @@ def _parallelize(msgs: list[Message]) -> tuple[list[Message], bool]:
     while i < len(msgs):
         m = msgs[i]
         nxt = msgs[i + 2] if i + 3 < len(msgs) else None
-        if (m.role == "assistant" and len(m.tool_calls) == 1 and nxt is not None
-                and nxt.role == "assistant" and len(nxt.tool_calls) == 1
-                and msgs[i + 1].role == "tool" and msgs[i + 3].role == "tool"
-                and msgs[i + 1].content not in json.dumps(nxt.tool_calls[0].arguments)):  # fmt: skip
+        if (
+            m.role == "assistant"
+            and len(m.tool_calls) == 1
+            and nxt is not None
+            and nxt.role == "assistant"
+            and len(nxt.tool_calls) == 1
+            and msgs[i + 1].role == "tool"
+            and msgs[i + 3].role == "tool"
+            and msgs[i + 1].content not in json.dumps(nxt.tool_calls[0].arguments)
+        ):
             note = f"{m.reasoning or ''} {nxt.reasoning or ''}".strip()
-            both = Message("assistant", "", reasoning=note,
-                           tool_calls=[m.tool_calls[0], nxt.tool_calls[0]])  # fmt: skip
+            both = Message(
+                "assistant", "", reasoning=note, tool_calls=[m.tool_calls[0], nxt.tool_calls[0]]
+            )
             out += [both, msgs[i + 1], msgs[i + 3]]
             i, changed = i + 4, True
             continue
@@ -206,8 +253,12 @@ def _realistic(msgs: list[Message]) -> list[Message]:
     for k, m in enumerate(msgs):
         if m.role == "tool" and not m.content.startswith("{"):
             call = calls.get(m.tool_call_id or "")
-            body = {"status": "ok", "request_id": f"req-{k:04d}", "result": m.content,
-                    "input": call.arguments if call else {}}  # fmt: skip
+            body = {
+                "status": "ok",
+                "request_id": f"req-{k:04d}",
+                "result": m.content,
+                "input": call.arguments if call else {},
+            }
             m = Message("tool", json.dumps(body), tool_call_id=m.tool_call_id, name=m.name)
         out.append(m)
     return out
@@ -223,8 +274,10 @@ def refine_rules(item: GemItem) -> None:
     item.refinements.append("realistic_responses")
     if item.kind == "steps":
         user = next(i for i, m in enumerate(msgs) if m.role == "user")
-        msgs[user] = Message("user", f"I need to get this done: {item.goal}. Work out the steps "
-                             "yourself and use the tools.")  # fmt: skip
+        msgs[user] = Message(
+            "user",
+            f"I need to get this done: {item.goal}. Work out the steps yourself and use the tools.",
+        )
         item.refinements.append("harder_request")
     item.messages = msgs
 

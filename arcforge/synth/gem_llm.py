@@ -33,8 +33,10 @@ from arcforge.synth.gem import (
 from arcforge.synth.pipeline import Drop, Record, Step
 from arcforge.types import Message
 
-FILTER_PROMPT = ('Does the text describe a procedure of several steps that someone carries out? '
-                 'Reply with JSON only: {"multi_step": true or false}')  # fmt: skip
+FILTER_PROMPT = (
+    "Does the text describe a procedure of several steps that someone carries out? "
+    'Reply with JSON only: {"multi_step": true or false}'
+)
 EXTRACT_PROMPT = (
     "Extract the workflow the text describes and design the tools an assistant would need. "
     'Reply with JSON only: {"goal": "...", "workflow": ["step 1", ...], "tools": [OpenAI '
@@ -56,8 +58,11 @@ REFINE_PROMPT = (
 
 
 def _ask(client: Any, system: str, payload: str) -> Any:
-    return ask_json(client, [{"role": "system", "content": system},
-                             {"role": "user", "content": payload}], max_tokens=2048)  # fmt: skip
+    return ask_json(
+        client,
+        [{"role": "system", "content": system}, {"role": "user", "content": payload}],
+        max_tokens=2048,
+    )
 
 
 def parse_messages(raw: Any) -> list[Message]:
@@ -93,8 +98,11 @@ def extract_llm(item: GemItem, client: Any) -> bool:
     reply = _ask(client, EXTRACT_PROMPT, item.text)
     if not isinstance(reply, dict) or not isinstance(reply.get("workflow"), list):
         return False
-    tools = [t if "function" in t else {"type": "function", "function": t}
-             for t in reply.get("tools") or [] if isinstance(t, dict)]  # fmt: skip
+    tools = [
+        t if "function" in t else {"type": "function", "function": t}
+        for t in reply.get("tools") or []
+        if isinstance(t, dict)
+    ]
     try:
         schema_tools(tools)
     except ValueError:
@@ -106,8 +114,14 @@ def extract_llm(item: GemItem, client: Any) -> bool:
 
 
 def generate_llm(item: GemItem, client: Any) -> None:
-    payload = json.dumps({"text": item.text, "goal": item.goal,
-                          "workflow": [s["text"] for s in item.steps], "tools": item.tools})  # fmt: skip
+    payload = json.dumps(
+        {
+            "text": item.text,
+            "goal": item.goal,
+            "workflow": [s["text"] for s in item.steps],
+            "tools": item.tools,
+        }
+    )
     item.messages = parse_messages(_ask(client, GENERATE_PROMPT, payload))
 
 
@@ -141,20 +155,37 @@ def _steps(client: Any, refine: bool) -> list[Step]:
     def keep(item: GemItem) -> bool:
         return filter_llm(item, client) if llm else is_procedure(item.text)
 
-    steps = [stage("filter", keep, "not_procedure"),
-             stage("extract", lambda it: extract_llm(it, client) if llm else extract_rules(it),
-                   "no_workflow"),
-             stage("generate", lambda it: generate_llm(it, client) if llm else generate_rules(it),
-                   "no_trajectory")]  # fmt: skip
+    steps = [
+        stage("filter", keep, "not_procedure"),
+        stage(
+            "extract",
+            lambda it: extract_llm(it, client) if llm else extract_rules(it),
+            "no_workflow",
+        ),
+        stage(
+            "generate",
+            lambda it: generate_llm(it, client) if llm else generate_rules(it),
+            "no_trajectory",
+        ),
+    ]
     if refine:
-        steps.append(stage("refine", lambda it: refine_llm(it, client) if llm else
-                           refine_rules(it), "no_trajectory"))  # fmt: skip
+        steps.append(
+            stage(
+                "refine",
+                lambda it: refine_llm(it, client) if llm else refine_rules(it),
+                "no_trajectory",
+            )
+        )
     return [*steps, Step("validate", validate)]
 
 
-def synthesize_gem(texts: list[tuple[str, str]], client: Any = None, refine: bool = True,
-                   limit: int | None = None, work_dir: Path | None = None,
-                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+def synthesize_gem(
+    texts: list[tuple[str, str]],
+    client: Any = None,
+    refine: bool = True,
+    limit: int | None = None,
+    work_dir: Path | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """GEM over (id, text) pairs on the synthesis pipeline: the LLM route when `client` is
     given, else the rule route.
 
@@ -168,14 +199,25 @@ def synthesize_gem(texts: list[tuple[str, str]], client: Any = None, refine: boo
         return [Record(tid, GemItem(tid, text, route=route).to_dict()) for tid, text in todo[a:b]]
 
     with tempfile.TemporaryDirectory() as tmp:
-        kept, counts = run_batches(_steps(client, refine), Path(work_dir or tmp), seeds,
-                                   len(todo), max(1, len(todo)), None, "gem")  # fmt: skip
+        kept, counts = run_batches(
+            _steps(client, refine),
+            Path(work_dir or tmp),
+            seeds,
+            len(todo),
+            max(1, len(todo)),
+            None,
+            "gem",
+        )
     records = []
     for r in kept:
         rec = GemItem.from_dict(r.data).record()
         rec["provenance"] = r.provenance
         records.append(rec)
-    summary = {"in": len(todo), "kept": len(records), "steps": counts,
-               "refinements": dict(Counter(x for r in records for x in r["refinements"])),
-               "calls": sum(len(m.get("tool_calls", [])) for r in records for m in r["messages"])}  # fmt: skip
+    summary = {
+        "in": len(todo),
+        "kept": len(records),
+        "steps": counts,
+        "refinements": dict(Counter(x for r in records for x in r["refinements"])),
+        "calls": sum(len(m.get("tool_calls", [])) for r in records for m in r["messages"]),
+    }
     return records, summary

@@ -87,9 +87,13 @@ def world_graph(world: Any, client: Any = None, llm_pages: int | None = 0):
     counts: Counter = Counter()
     graph = build_graph(world.pages, client if llm_pages != 0 else None, llm_pages, counts)
     truth = [(t.subject, t.relation, t.object) for t in world.kb.triples]
-    return graph, {**dict(counts), "triples": len(graph.evidence),
-                   "entities": len(graph.entities), "conflicts": len(graph.conflicts()),
-                   "check": score_against(graph, truth)}  # fmt: skip
+    return graph, {
+        **dict(counts),
+        "triples": len(graph.evidence),
+        "entities": len(graph.entities),
+        "conflicts": len(graph.conflicts()),
+        "check": score_against(graph, truth),
+    }
 
 
 def _write(out: Path, name: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -100,9 +104,15 @@ def _write(out: Path, name: str, rows: list[dict[str, Any]], summary: dict[str, 
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def run_search(out: Path, world: Any = None, pages: list | None = None, cfg: Any = None,
-               client: Any = None, llm_pages: int | None = 0,
-               engine: tuple[Any, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def run_search(
+    out: Path,
+    world: Any = None,
+    pages: list | None = None,
+    cfg: Any = None,
+    client: Any = None,
+    llm_pages: int | None = 0,
+    engine: tuple[Any, Any] | None = None,
+) -> dict[str, Any]:
     """WKG + search synthesis; writes wkg.jsonl, tasks.jsonl, summary.json. `engine`, an
     (Engine, tokenizer) pair, is a model that must also fail to answer within 2 searches."""
     from arcforge.synth.search import SearchSynthConfig, synthesize_search
@@ -118,8 +128,9 @@ def run_search(out: Path, world: Any = None, pages: list | None = None, cfg: Any
     if not graph.evidence:
         raise UserError("the pages gave no facts; search synthesis needs a knowledge graph")
     work = out / "journal"
-    tasks, summary = synthesize_search(graph, docs, cfg or SearchSynthConfig(), client, engine,
-                                       work_dir=work)  # fmt: skip
+    tasks, summary = synthesize_search(
+        graph, docs, cfg or SearchSynthConfig(), client, engine, work_dir=work
+    )
     out.mkdir(parents=True, exist_ok=True)
     graph.save(out / "wkg.jsonl")
     summary["graph"] = gsum
@@ -127,22 +138,40 @@ def run_search(out: Path, world: Any = None, pages: list | None = None, cfg: Any
     return summary
 
 
-def run_abe(out: Path, n: int, seed: int = 0, world: Any = None, descriptions: list | None = None,
-            client: Any = None, ops: tuple[str, ...] | None = None) -> dict[str, Any]:  # fmt: skip
+def run_abe(
+    out: Path,
+    n: int,
+    seed: int = 0,
+    world: Any = None,
+    descriptions: list | None = None,
+    client: Any = None,
+    ops: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
     """ABE tasks from the world's WKG (rule route) or from descriptions (LLM route)."""
     from arcforge.synth.abe import SCALE_OPS
     from arcforge.synth.abe_tools import synthesize_abe
 
     graph = world_graph(world)[0] if world is not None and descriptions is None else None
-    tasks, summary = synthesize_abe(n, seed, graph, descriptions, client,
-                                    ops=tuple(ops) if ops is not None else SCALE_OPS,
-                                    work_dir=out / "journal")  # fmt: skip
+    tasks, summary = synthesize_abe(
+        n,
+        seed,
+        graph,
+        descriptions,
+        client,
+        ops=tuple(ops) if ops is not None else SCALE_OPS,
+        work_dir=out / "journal",
+    )
     _write(out, "tasks.jsonl", [t.to_dict() for t in tasks], summary)
     return summary
 
 
-def run_gem(out: Path, texts: list[tuple[str, str]], client: Any = None, refine: bool = True,
-            limit: int | None = None) -> dict[str, Any]:  # fmt: skip
+def run_gem(
+    out: Path,
+    texts: list[tuple[str, str]],
+    client: Any = None,
+    refine: bool = True,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """GEM trajectories (SFT records) from texts."""
     from arcforge.synth.gem_llm import synthesize_gem
 

@@ -112,9 +112,15 @@ class StepSummary:
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "in": self.n_in, "out": self.n_out,
-                "dropped": dict(sorted(self.dropped.items())), "resumed": self.resumed,
-                "seconds": round(self.seconds, 3), "errors": self.errors[:20]}  # fmt: skip
+        return {
+            "step": self.name,
+            "in": self.n_in,
+            "out": self.n_out,
+            "dropped": dict(sorted(self.dropped.items())),
+            "resumed": self.resumed,
+            "seconds": round(self.seconds, 3),
+            "errors": self.errors[:20],
+        }
 
 
 def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
@@ -142,8 +148,9 @@ class Pipeline:
         name: shown in progress bars.
     """
 
-    def __init__(self, steps: list[Step], out_dir: str | Path, workers: int = 4,
-                 name: str = "synth"):  # fmt: skip
+    def __init__(
+        self, steps: list[Step], out_dir: str | Path, workers: int = 4, name: str = "synth"
+    ):
         names = [s.name for s in steps]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -208,8 +215,10 @@ class Pipeline:
             with path.open("a") as f:  # end a torn line so the next entry starts clean
                 f.write("\n")
         workers = max(1, step.workers or self.workers)
-        with path.open("a") as journal, progress(len(inputs), f"{self.name}:{step.name}",
-                                                 start=summ.resumed) as bar:  # fmt: skip
+        with (
+            path.open("a") as journal,
+            progress(len(inputs), f"{self.name}:{step.name}", start=summ.resumed) as bar,
+        ):
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 queue, pending, n = iter(todo), set(), summ.resumed
                 try:
@@ -234,8 +243,14 @@ class Pipeline:
                     raise
         return self._collect(step, inputs, done, summ, t0)
 
-    def _collect(self, step: Step, inputs: list[Record], done: dict[str, dict[str, Any]],
-                 summ: StepSummary, t0: float) -> list[Record]:  # fmt: skip
+    def _collect(
+        self,
+        step: Step,
+        inputs: list[Record],
+        done: dict[str, dict[str, Any]],
+        summ: StepSummary,
+        t0: float,
+    ) -> list[Record]:
         out: list[Record] = []
         seen: set[str] = set()
         for rec in inputs:  # input order, whatever order the workers finished in
@@ -261,8 +276,9 @@ class Pipeline:
         path = self.out_dir / "summary.json"
         steps = [s.to_dict() for s in self.summaries]
         final = self.summaries[-1].n_out if self.summaries else 0
-        path.write_text(json.dumps({"pipeline": self.name, "steps": steps, "final": final},
-                                   indent=1))  # fmt: skip
+        path.write_text(
+            json.dumps({"pipeline": self.name, "steps": steps, "final": final}, indent=1)
+        )
         return path
 
 

@@ -49,8 +49,28 @@ from arcforge.envs.sandbox import SandboxError
 from arcforge.types import Message, Task, ToolCall
 
 PASS_THRESHOLD = 1.0  # a verifier "passes" a solution when its score reaches this
-CODE_SUFFIXES = {".py", ".sh", ".bash", ".js", ".ts", ".rb", ".pl", ".c", ".h", ".cc", ".cpp",
-                 ".go", ".rs", ".java", ".php", ".lua", ".r", ".awk", ".sed", ".mk"}  # fmt: skip
+CODE_SUFFIXES = {
+    ".py",
+    ".sh",
+    ".bash",
+    ".js",
+    ".ts",
+    ".rb",
+    ".pl",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".go",
+    ".rs",
+    ".java",
+    ".php",
+    ".lua",
+    ".r",
+    ".awk",
+    ".sed",
+    ".mk",
+}
 MAX_HARDCODE_BYTES = 1_000_000
 _PRUNE = "-path '*/.git' -prune -o"
 _TEST_FILES = r"\( -name 'test_*.py' -o -name '*_test.py' \)"
@@ -104,44 +124,54 @@ class ProbeResult:
 
 
 def _delete_tests(task: Task, ctx: ProbeContext) -> str:
-    return (f"find /workspace {_PRUNE} \\( -type d {_TEST_DIRS} -o -type f {_TEST_FILES} \\) "
-            "-print | sort -r | while read -r p; do rm -rf \"$p\"; done; echo deleted")  # fmt: skip
+    return (
+        f"find /workspace {_PRUNE} \\( -type d {_TEST_DIRS} -o -type f {_TEST_FILES} \\) "
+        '-print | sort -r | while read -r p; do rm -rf "$p"; done; echo deleted'
+    )
 
 
 def _empty_tests(task: Task, ctx: ProbeContext) -> str:
     body = shlex.quote("def test_placeholder():\n    pass\n")
-    return (f"find /workspace {_PRUNE} -type f {_TEST_FILES} -print | while read -r f; do "
-            f"printf '%s' {body} > \"$f\"; done; echo emptied")  # fmt: skip
+    return (
+        f"find /workspace {_PRUNE} -type f {_TEST_FILES} -print | while read -r f; do "
+        f"printf '%s' {body} > \"$f\"; done; echo emptied"
+    )
 
 
 def _modify_verifier(task: Task, ctx: ProbeContext) -> str:
     names = r"(run[-_]?tests?|tests?|verif[a-z_]*|check[a-z_]*|grade[a-z_]*|judge[a-z_]*|evaluat[a-z_]*)"
     ok_sh, ok_py = shlex.quote("#!/bin/sh\nexit 0\n"), shlex.quote("raise SystemExit(0)\n")
     ini = shlex.quote("[pytest]\naddopts = --collect-only -q\n")
-    return "\n".join([
-        f"find /workspace {_PRUNE} -type f -print | grep -E '/{names}\\.(sh|py)$' | "
-        f"while read -r f; do case \"$f\" in *.sh) printf '%s' {ok_sh} > \"$f\";; "
-        f"*) printf '%s' {ok_py} > \"$f\";; esac; echo \"rewrote $f\"; done",
-        f"printf '%s' {ini} > /workspace/pytest.ini",
-        f"printf '%s' {ok_sh} > /grading/verify.sh 2>/dev/null && echo 'rewrote /grading'",
-        "true",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"find /workspace {_PRUNE} -type f -print | grep -E '/{names}\\.(sh|py)$' | "
+            f'while read -r f; do case "$f" in *.sh) printf \'%s\' {ok_sh} > "$f";; '
+            f'*) printf \'%s\' {ok_py} > "$f";; esac; echo "rewrote $f"; done',
+            f"printf '%s' {ini} > /workspace/pytest.ini",
+            f"printf '%s' {ok_sh} > /grading/verify.sh 2>/dev/null && echo 'rewrote /grading'",
+            "true",
+        ]
+    )
 
 
 def _conftest(task: Task, ctx: ProbeContext) -> str:
     body = shlex.quote(PASS_ALL_CONFTEST)
-    return (f"for d in /workspace $(find /workspace {_PRUNE} -type d {_TEST_DIRS} -print); do "
-            f"printf '%s' {body} > \"$d/conftest.py\"; done; echo planted")  # fmt: skip
+    return (
+        f"for d in /workspace $(find /workspace {_PRUNE} -type d {_TEST_DIRS} -print); do "
+        f"printf '%s' {body} > \"$d/conftest.py\"; done; echo planted"
+    )
 
 
 def _fake_output(task: Task, ctx: ProbeContext) -> str:
     tail = shlex.quote('\nprint("PASSED")\nprint("OK")\n')
-    return "\n".join([
-        f"printf '%s' {shlex.quote(FAKE_PYTEST)} > /workspace/pytest.py",
-        f"find /workspace {_PRUNE} -type f -name '*.py' ! -name pytest.py ! -name 'test_*' "
-        f"! -name '*_test.py' ! -name conftest.py -print | while read -r f; do "
-        f"printf '%s' {tail} >> \"$f\"; done; echo faked",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"printf '%s' {shlex.quote(FAKE_PYTEST)} > /workspace/pytest.py",
+            f"find /workspace {_PRUNE} -type f -name '*.py' ! -name pytest.py ! -name 'test_*' "
+            f"! -name '*_test.py' ! -name conftest.py -print | while read -r f; do "
+            f"printf '%s' {tail} >> \"$f\"; done; echo faked",
+        ]
+    )
 
 
 def _hardcode_output(task: Task, ctx: ProbeContext) -> str | None:
@@ -168,8 +198,11 @@ def hidden_snippets(task: Task, n: int = 6) -> list[str]:
         texts = list((task.metadata.get("test_files") or {}).values())
         texts.append(task.validation.verify_script or "")
         lines, gone = [ln for t in texts for ln in t.splitlines()], set()
-    keep = {s for s in (ln.strip() for ln in lines)
-            if len(s) >= 20 and s not in gone and not s.startswith(("import ", "from ", "#"))}  # fmt: skip
+    keep = {
+        s
+        for s in (ln.strip() for ln in lines)
+        if len(s) >= 20 and s not in gone and not s.startswith(("import ", "from ", "#"))
+    }
     return sorted(keep, key=lambda s: (-len(s), s))[:n]
 
 
@@ -179,9 +212,11 @@ def _read_hidden(task: Task, ctx: ProbeContext) -> str | None:
         return None
     need = min(2, len(snippets))
     pats = " ".join(f"-e {shlex.quote(s)}" for s in snippets)
-    return (f"grep -rIcF --exclude-dir=.git {pats} /workspace /grading 2>/dev/null | "
-            f"awk -F: '$NF >= {need} {{print \"FOOLED hidden test lines readable in \" $1}}'; "
-            "echo searched")  # fmt: skip
+    return (
+        f"grep -rIcF --exclude-dir=.git {pats} /workspace /grading 2>/dev/null | "
+        f"awk -F: '$NF >= {need} {{print \"FOOLED hidden test lines readable in \" $1}}'; "
+        "echo searched"
+    )
 
 
 GIT_HISTORY = r"""g() { git -c safe.directory='*' "$@"; }
@@ -206,16 +241,27 @@ def _git_history(task: Task, ctx: ProbeContext) -> str:
     return GIT_HISTORY
 
 
-PROBES: dict[str, Probe] = {p.name: p for p in [
-    Probe("delete_tests", "delete every visible test file and test directory", _delete_tests),
-    Probe("empty_tests", "replace visible test files with a trivially passing test", _empty_tests),
-    Probe("modify_verifier", "overwrite visible verifier scripts / pytest config", _modify_verifier),
-    Probe("conftest", "drop a conftest.py that makes every test pass", _conftest),
-    Probe("fake_output", "print fake PASSED / OK lines (shadow pytest)", _fake_output),
-    Probe("hardcode_output", "write the oracle's output files without its code", _hardcode_output),
-    Probe("read_hidden_tests", "hidden tests readable before grading", _read_hidden, "output"),
-    Probe("git_history", "check out a future commit left in git history", _git_history),
-]}  # fmt: skip
+PROBES: dict[str, Probe] = {
+    p.name: p
+    for p in [
+        Probe("delete_tests", "delete every visible test file and test directory", _delete_tests),
+        Probe(
+            "empty_tests", "replace visible test files with a trivially passing test", _empty_tests
+        ),
+        Probe(
+            "modify_verifier",
+            "overwrite visible verifier scripts / pytest config",
+            _modify_verifier,
+        ),
+        Probe("conftest", "drop a conftest.py that makes every test pass", _conftest),
+        Probe("fake_output", "print fake PASSED / OK lines (shadow pytest)", _fake_output),
+        Probe(
+            "hardcode_output", "write the oracle's output files without its code", _hardcode_output
+        ),
+        Probe("read_hidden_tests", "hidden tests readable before grading", _read_hidden, "output"),
+        Probe("git_history", "check out a future commit left in git history", _git_history),
+    ]
+}
 
 
 def open_env(task: Task, backend: str = "bwrap", repos: Iterable[Any] = ()) -> Any:
@@ -245,11 +291,16 @@ def _is_code(path: Path) -> bool:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
-            if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+    }
 
 
-def oracle_outputs(task: Task, backend: str = "bwrap", repos: Iterable[Any] = ()) -> tuple[float, dict[str, bytes]]:  # fmt: skip
+def oracle_outputs(
+    task: Task, backend: str = "bwrap", repos: Iterable[Any] = ()
+) -> tuple[float, dict[str, bytes]]:
     """Run the task's oracle once; returns (score, the files hardcode_output may write).
 
     Those are the non-code files a terminal oracle created or changed in /workspace, and only
@@ -280,8 +331,13 @@ def oracle_outputs(task: Task, backend: str = "bwrap", repos: Iterable[Any] = ()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_probe(task: Task, probe: Probe, ctx: ProbeContext | None = None,
-              backend: str = "bwrap", repos: Iterable[Any] = ()) -> ProbeResult:  # fmt: skip
+def run_probe(
+    task: Task,
+    probe: Probe,
+    ctx: ProbeContext | None = None,
+    backend: str = "bwrap",
+    repos: Iterable[Any] = (),
+) -> ProbeResult:
     """Apply one attack in a fresh episode and grade it (see the module docstring)."""
     script = probe.script(task, ctx or ProbeContext())
     if script is None:
@@ -303,8 +359,13 @@ def run_probe(task: Task, probe: Probe, ctx: ProbeContext | None = None,
     return ProbeResult(probe.name, True, fooled, detail, reward.score)
 
 
-def run_probes(task: Task, names: Iterable[str] | None = None, ctx: ProbeContext | None = None,
-               backend: str = "bwrap", repos: Iterable[Any] = ()) -> dict[str, ProbeResult]:  # fmt: skip
+def run_probes(
+    task: Task,
+    names: Iterable[str] | None = None,
+    ctx: ProbeContext | None = None,
+    backend: str = "bwrap",
+    repos: Iterable[Any] = (),
+) -> dict[str, ProbeResult]:
     """Run the named probes (default: all); a probe needing the oracle's files gets them from
     one oracle run when `ctx` has none."""
     names = list(names) if names is not None else list(PROBES)

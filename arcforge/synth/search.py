@@ -104,8 +104,9 @@ def _draft(
     )
 
 
-def _evolve(graph: WebGraph, d: Draft, rng: random.Random, cfg: SearchSynthConfig,
-            counts: Counter) -> Draft:  # fmt: skip
+def _evolve(
+    graph: WebGraph, d: Draft, rng: random.Random, cfg: SearchSynthConfig, counts: Counter
+) -> Draft:
     """Apply each evolution op with its probability; an op that would break uniqueness is
     reverted (counted as `<op>_reverted`)."""
 
@@ -164,17 +165,29 @@ def _anchors(d: Draft) -> list[str]:
 def _task(graph: WebGraph, rec: Record, seed: int) -> Task:
     d = Draft.from_dict(rec.data["draft"])
     path = d.path
-    meta = {"hops": len(d.hops), "path": [list(t) for t in path],
-            "evidence": [graph.evidence[t][0] for t in path],
-            "plan": d.plan(graph.types.get(d.nodes[0], "entity")), "ops": d.ops,
-            "sampler": d.sampler, "template": rec.data["template"],
-            "two_search": rec.data.get("two_search"),
-            "agent_searches": rec.data.get("agent_searches"),
-            "provenance": rec.provenance}  # fmt: skip
+    meta = {
+        "hops": len(d.hops),
+        "path": [list(t) for t in path],
+        "evidence": [graph.evidence[t][0] for t in path],
+        "plan": d.plan(graph.types.get(d.nodes[0], "entity")),
+        "ops": d.ops,
+        "sampler": d.sampler,
+        "template": rec.data["template"],
+        "two_search": rec.data.get("two_search"),
+        "agent_searches": rec.data.get("agent_searches"),
+        "provenance": rec.provenance,
+    }
     difficulty = min(1.0, len(d.hops) / 5 + 0.1 * len(d.ops))
-    return Task(f"wkg-search-{seed}-{rec.id}", "search", rec.data["question"],
-                tools=["search", "open", "answer"], validation=Validation(answer=d.answer),
-                source="synth:search:wkg", difficulty=difficulty, metadata=meta)  # fmt: skip
+    return Task(
+        f"wkg-search-{seed}-{rec.id}",
+        "search",
+        rec.data["question"],
+        tools=["search", "open", "answer"],
+        validation=Validation(answer=d.answer),
+        source="synth:search:wkg",
+        difficulty=difficulty,
+        metadata=meta,
+    )
 
 
 def _key(d: Draft) -> str:
@@ -183,8 +196,13 @@ def _key(d: Draft) -> str:
     return "q-" + hashlib.sha1(raw.encode()).hexdigest()[:12]
 
 
-def _steps(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig, client: Any,
-           engine: tuple[Any, Any] | None) -> list[Step]:  # fmt: skip
+def _steps(
+    graph: WebGraph,
+    docs: list[Any],
+    cfg: SearchSynthConfig,
+    client: Any,
+    engine: tuple[Any, Any] | None,
+) -> list[Step]:
     """The pipeline steps; each is deterministic in its record (rngs seeded by record id)."""
     pages = [as_doc(d) for d in docs]
     texts = {p.id: p.text for p in pages}
@@ -192,8 +210,10 @@ def _steps(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig, client: Any
     pool = answer_pool(graph, cfg.band)
     guard = LLMGuard("search synthesis")
     two = PlanAgent(graph, index, max_searches=2, top_k=3)
-    agents = [PlanAgent(graph, index, max_searches=12, top_k=cfg.agent_top_k if i else 3, pick=i)
-              for i in range(cfg.agent_runs)]  # fmt: skip
+    agents = [
+        PlanAgent(graph, index, max_searches=12, top_k=cfg.agent_top_k if i else 3, pick=i)
+        for i in range(cfg.agent_runs)
+    ]
 
     def draft(r: Record) -> Draft:
         return Draft.from_dict(r.data["draft"])
@@ -221,14 +241,18 @@ def _steps(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig, client: Any
                 flag = "paraphrased" if question != template else "paraphrase_rejected"
             except Drop:  # no usable reply: the template question stays
                 flag = "paraphrase_failed"
-        return Record(r.id, {**r.data, "template": template, "question": question,
-                             "paraphrase": flag})  # fmt: skip
+        return Record(
+            r.id, {**r.data, "template": template, "question": question, "paraphrase": flag}
+        )
 
     def no_tool(r: Record) -> str | None:
         if client is None:
             return None
-        easy = guard(lambda: answerable_without_tools(client, r.data["question"],
-                                                      draft(r).answer, cfg.no_tool_samples))  # fmt: skip
+        easy = guard(
+            lambda: answerable_without_tools(
+                client, r.data["question"], draft(r).answer, cfg.no_tool_samples
+            )
+        )
         return "answerable_without_tools" if easy else None
 
     def two_search(r: Record) -> Record:
@@ -238,8 +262,9 @@ def _steps(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig, client: Any
             raise Drop("two_search_solved")
         if engine is not None and engine_solves(*engine, task, index):
             raise Drop("engine_two_search_solved")
-        return Record(r.id, {**r.data, "two_search": {"answer": short.answer,
-                                                      "searches": short.searches}})  # fmt: skip
+        return Record(
+            r.id, {**r.data, "two_search": {"answer": short.answer, "searches": short.searches}}
+        )
 
     def agents_agree(r: Record) -> Record:
         runs = [a.run(_task(graph, r, cfg.seed)) for a in agents]
@@ -251,17 +276,27 @@ def _steps(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig, client: Any
     def unique(r: Record) -> str | None:
         return None if is_unique(graph, draft(r)) else "not_unique"
 
-    return [Step("sample", sample), Step("evolve", evolve), filter_step("graph_unique", unique),
-            filter_step("evidence", lambda r: evidence_problem(graph, texts, draft(r))),
-            filter_step("consistency", lambda r: consistency_problem(graph, draft(r))),
-            Step("render", render_step, on_error="raise"),
-            filter_step("no_tool", no_tool, on_error="raise"),
-            Step("two_search", two_search), Step("agents_agree", agents_agree)]  # fmt: skip
+    return [
+        Step("sample", sample),
+        Step("evolve", evolve),
+        filter_step("graph_unique", unique),
+        filter_step("evidence", lambda r: evidence_problem(graph, texts, draft(r))),
+        filter_step("consistency", lambda r: consistency_problem(graph, draft(r))),
+        Step("render", render_step, on_error="raise"),
+        filter_step("no_tool", no_tool, on_error="raise"),
+        Step("two_search", two_search),
+        Step("agents_agree", agents_agree),
+    ]
 
 
-def synthesize_search(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig,
-                      client: Any = None, engine: tuple[Any, Any] | None = None,
-                      work_dir: Path | None = None) -> tuple[list[Task], dict[str, Any]]:  # fmt: skip
+def synthesize_search(
+    graph: WebGraph,
+    docs: list[Any],
+    cfg: SearchSynthConfig,
+    client: Any = None,
+    engine: tuple[Any, Any] | None = None,
+    work_dir: Path | None = None,
+) -> tuple[list[Task], dict[str, Any]]:
     """Search tasks from a web knowledge graph and the pages it was extracted from.
 
     Args:
@@ -284,8 +319,9 @@ def synthesize_search(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig,
 
         steps = _steps(graph, docs, cfg, client, engine)
         batch = cfg.batch or max(50, 10 * cfg.n)
-        kept, counts = run_batches(steps, out, seeds, cfg.attempts, batch, cfg.n, "search",
-                                   cfg.workers)  # fmt: skip
+        kept, counts = run_batches(
+            steps, out, seeds, cfg.attempts, batch, cfg.n, "search", cfg.workers
+        )
         evolution: Counter = Counter()
         for data in step_outputs(out, "evolve"):
             evolution.update(data.get("evolution", {}))
@@ -296,10 +332,15 @@ def synthesize_search(graph: WebGraph, docs: list[Any], cfg: SearchSynthConfig,
         solved = counts["two_search"]["dropped"].get("two_search_solved", 0)
         info["engine_two_search_runs"] = counts["two_search"]["in"] - solved
     tasks = [_task(graph, r, cfg.seed) for r in kept[: cfg.n]]
-    summary = {"kept": len(tasks), "passed": len(kept), "steps": counts,
-               "evolution": dict(evolution), "info": dict(info),
-               "hops": dict(Counter(str(t.metadata["hops"]) for t in tasks)),
-               "ops": dict(Counter(op for t in tasks for op in t.metadata["ops"]))}  # fmt: skip
+    summary = {
+        "kept": len(tasks),
+        "passed": len(kept),
+        "steps": counts,
+        "evolution": dict(evolution),
+        "info": dict(info),
+        "hops": dict(Counter(str(t.metadata["hops"]) for t in tasks)),
+        "ops": dict(Counter(op for t in tasks for op in t.metadata["ops"])),
+    }
     return tasks, summary
 
 

@@ -58,8 +58,14 @@ def resolve(known: WebGraph, plan: dict, pick: int = 0) -> tuple[str | None, lis
         stype = plan.get("start_type") or None
         cur = described(known, sdesc, stype)
         if not cur:
-            partial = sorted({e for c in sdesc for e in matches(known, c)
-                              if stype is None or known.types.get(e) == stype})  # fmt: skip
+            partial = sorted(
+                {
+                    e
+                    for c in sdesc
+                    for e in matches(known, c)
+                    if stype is None or known.types.get(e) == stype
+                }
+            )
             ranked = sorted(sdesc, key=lambda c: (c.relation in LITERAL_RELATIONS, c.relation))
             return None, partial + [c.value for c in ranked], None
     for hop in hops:
@@ -90,8 +96,15 @@ class PlanAgent:
         pick: which candidate it guesses when its facts leave several.
     """
 
-    def __init__(self, graph: WebGraph, index: SearchIndex, max_searches: int, top_k: int = 3,
-                 opens_per_search: int = 3, pick: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        graph: WebGraph,
+        index: SearchIndex,
+        max_searches: int,
+        top_k: int = 3,
+        opens_per_search: int = 3,
+        pick: int = 0,
+    ) -> None:
         self.graph, self.index, self.max_searches = graph, index, max_searches
         self.top_k, self.opens, self.pick = top_k, opens_per_search, pick
 
@@ -123,8 +136,14 @@ class PlanAgent:
         return AgentRun(final, reward.score, len(queries), opens, queries)
 
 
-def engine_solves(engine: Any, tokenizer: Any, task: Task, index: SearchIndex,
-                  max_searches: int = 2, max_turns: int = 8) -> bool:  # fmt: skip
+def engine_solves(
+    engine: Any,
+    tokenizer: Any,
+    task: Task,
+    index: SearchIndex,
+    max_searches: int = 2,
+    max_turns: int = 8,
+) -> bool:
     """True when a model (any Engine) answers `task` in the real SearchEnv through the agent
     loop with at most `max_searches` searches (greedy decoding)."""
     from arcforge.rollout.agent import AgentConfig, run_episodes
@@ -136,8 +155,13 @@ def engine_solves(engine: Any, tokenizer: Any, task: Task, index: SearchIndex,
 
 def answerable_without_tools(client: Any, question: str, answer: str, n: int = 1) -> bool:
     """True when any of `n` tool-less replies of the model contains the answer."""
-    msgs = [{"role": "system", "content": "Answer from memory; you have no tools. Reply with "
-             "the answer only."}, {"role": "user", "content": question}]  # fmt: skip
+    msgs = [
+        {
+            "role": "system",
+            "content": "Answer from memory; you have no tools. Reply with the answer only.",
+        },
+        {"role": "user", "content": question},
+    ]
     ref = f" {normalize_answer(answer)} "
     replies = client.chat(msgs, n=n, max_tokens=64, temperature=0.0 if n == 1 else 0.7)
     return any(ref in f" {normalize_answer(extract_answer(r) or r)} " for r in replies)
@@ -151,8 +175,7 @@ PARAPHRASE_PROMPT = (
 
 def paraphrase(client: Any, question: str, anchors: list[str], answer: str) -> str | None:
     """The model's rewording of `question`, or None when it drops an anchor or leaks the answer."""
-    msgs = [{"role": "system", "content": PARAPHRASE_PROMPT},
-            {"role": "user", "content": question}]  # fmt: skip
+    msgs = [{"role": "system", "content": PARAPHRASE_PROMPT}, {"role": "user", "content": question}]
     text = client.chat(msgs, max_tokens=160)[0].strip().strip('"').strip()
     text = text.splitlines()[0].strip() if text else ""
     leak = f" {normalize_answer(answer)} " in f" {normalize_answer(text)} "

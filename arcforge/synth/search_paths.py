@@ -25,29 +25,54 @@ from arcforge.synth.wkg import LITERAL_RELATIONS, WebGraph
 from arcforge.world.questions import NOUN, QUESTION
 
 YEARS = ("born_year", "founded_year", "published_year")
-TYPE_NOUN = {"person": "person", "city": "city", "country": "country", "org": "organisation",
-             "work": "work", "entity": "entity"}  # fmt: skip
-INV_NOUN = {"born_in": "the person born in {s}", "lives_in": "the person who lives in {s}",
-            "works_for": "the person who works for {s}",
-            "founded_by": "the organisation founded by {s}",
-            "headquartered_in": "the organisation headquartered in {s}",
-            "created_by": "the work created by {s}", "published_by": "the work published by {s}",
-            "located_in": "the city located in {s}", "capital": "the country whose capital is {s}"}  # fmt: skip
-INV_QUESTION = {"born_in": "Which person was born in {s}?", "lives_in": "Which person lives in {s}?",
-                "works_for": "Which person works for {s}?",
-                "founded_by": "Which organisation was founded by {s}?",
-                "headquartered_in": "Which organisation is headquartered in {s}?",
-                "created_by": "Which work was created by {s}?",
-                "published_by": "Which work was published by {s}?",
-                "located_in": "Which city is located in {s}?",
-                "capital": "Which country has {s} as its capital?"}  # fmt: skip
-DESC = {"born_in": "born in {v}", "lives_in": "who lives in {v}", "works_for": "who works for {v}",
-        "born_year": "born in {v}", "occupation": "who works as a {v}", "located_in": "in {v}",
-        "population": "with a population of {v}", "founded_by": "founded by {v}",
-        "headquartered_in": "headquartered in {v}", "founded_year": "founded in {v}",
-        "industry": "in the {v} industry", "created_by": "created by {v}",
-        "published_by": "published by {v}", "published_year": "published in {v}",
-        "work_type": "that is a {v}", "capital": "whose capital is {v}"}  # fmt: skip
+TYPE_NOUN = {
+    "person": "person",
+    "city": "city",
+    "country": "country",
+    "org": "organisation",
+    "work": "work",
+    "entity": "entity",
+}
+INV_NOUN = {
+    "born_in": "the person born in {s}",
+    "lives_in": "the person who lives in {s}",
+    "works_for": "the person who works for {s}",
+    "founded_by": "the organisation founded by {s}",
+    "headquartered_in": "the organisation headquartered in {s}",
+    "created_by": "the work created by {s}",
+    "published_by": "the work published by {s}",
+    "located_in": "the city located in {s}",
+    "capital": "the country whose capital is {s}",
+}
+INV_QUESTION = {
+    "born_in": "Which person was born in {s}?",
+    "lives_in": "Which person lives in {s}?",
+    "works_for": "Which person works for {s}?",
+    "founded_by": "Which organisation was founded by {s}?",
+    "headquartered_in": "Which organisation is headquartered in {s}?",
+    "created_by": "Which work was created by {s}?",
+    "published_by": "Which work was published by {s}?",
+    "located_in": "Which city is located in {s}?",
+    "capital": "Which country has {s} as its capital?",
+}
+DESC = {
+    "born_in": "born in {v}",
+    "lives_in": "who lives in {v}",
+    "works_for": "who works for {v}",
+    "born_year": "born in {v}",
+    "occupation": "who works as a {v}",
+    "located_in": "in {v}",
+    "population": "with a population of {v}",
+    "founded_by": "founded by {v}",
+    "headquartered_in": "headquartered in {v}",
+    "founded_year": "founded in {v}",
+    "industry": "in the {v} industry",
+    "created_by": "created by {v}",
+    "published_by": "published by {v}",
+    "published_year": "published in {v}",
+    "work_type": "that is a {v}",
+    "capital": "whose capital is {v}",
+}
 
 
 @dataclass(frozen=True)
@@ -104,26 +129,39 @@ class Draft:
         return out
 
     def to_dict(self) -> dict:
-        return {"nodes": self.nodes, "hops": [[h.relation, h.inverse] for h in self.hops],
-                "start_desc": None if self.start_desc is None else
-                [[c.relation, c.value, c.mode] for c in self.start_desc],
-                "answer_desc": [[c.relation, c.value, c.mode] for c in self.answer_desc],
-                "ops": self.ops, "sampler": self.sampler}  # fmt: skip
+        return {
+            "nodes": self.nodes,
+            "hops": [[h.relation, h.inverse] for h in self.hops],
+            "start_desc": None
+            if self.start_desc is None
+            else [[c.relation, c.value, c.mode] for c in self.start_desc],
+            "answer_desc": [[c.relation, c.value, c.mode] for c in self.answer_desc],
+            "ops": self.ops,
+            "sampler": self.sampler,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> Draft:
         sd = d.get("start_desc")
-        return cls(list(d["nodes"]), [Hop(r, bool(i)) for r, i in d["hops"]],
-                   None if sd is None else [Constraint(*c) for c in sd],
-                   [Constraint(*c) for c in d.get("answer_desc") or []], list(d.get("ops") or []),
-                   d.get("sampler", "backward"))  # fmt: skip
+        return cls(
+            list(d["nodes"]),
+            [Hop(r, bool(i)) for r, i in d["hops"]],
+            None if sd is None else [Constraint(*c) for c in sd],
+            [Constraint(*c) for c in d.get("answer_desc") or []],
+            list(d.get("ops") or []),
+            d.get("sampler", "backward"),
+        )
 
     def plan(self, start_type: str) -> dict:
         """The structured question (what a perfect parser of the question would produce)."""
         desc = [[c.relation, c.value, c.mode] for c in self.start_desc or []]
-        return {"start": None if self.start_desc else self.nodes[0], "start_desc": desc,
-                "start_type": start_type, "hops": [[h.relation, h.inverse] for h in self.hops],
-                "answer_desc": [[c.relation, c.value, c.mode] for c in self.answer_desc]}  # fmt: skip
+        return {
+            "start": None if self.start_desc else self.nodes[0],
+            "start_desc": desc,
+            "start_type": start_type,
+            "hops": [[h.relation, h.inverse] for h in self.hops],
+            "answer_desc": [[c.relation, c.value, c.mode] for c in self.answer_desc],
+        }
 
 
 def plan_parts(plan: dict) -> tuple[str | None, list[Constraint], list[Hop], list[Constraint]]:
@@ -189,15 +227,19 @@ def answer_pool(graph: WebGraph, band: tuple[float, float]) -> list[str]:
     that a path can end in (some forward or unique inverse hop leads to them)."""
     ranked = sorted(graph.entities, key=lambda e: (graph.freq[e], e))
     lo, hi = int(band[0] * len(ranked)), max(1, int(band[1] * len(ranked)))
-    return [e for e in ranked[lo:hi]
-            if any(_weight(graph, h, t, 1.0) for _, h, t in _options(graph, e))]  # fmt: skip
+    return [
+        e for e in ranked[lo:hi] if any(_weight(graph, h, t, 1.0) for _, h, t in _options(graph, e))
+    ]
 
 
 def _options(graph: WebGraph, node: str) -> list[tuple[str, Hop, tuple[str, str, str]]]:
     """(previous node, hop into `node`, triple) for every entity edge touching `node`."""
     fwd = [(s, Hop(r), (s, r, node)) for s, r in graph.inc.get(node, [])]
-    inv = [(o, Hop(r, True), (node, r, o)) for r, o in graph.out.get(node, [])
-           if r not in LITERAL_RELATIONS]  # fmt: skip
+    inv = [
+        (o, Hop(r, True), (node, r, o))
+        for r, o in graph.out.get(node, [])
+        if r not in LITERAL_RELATIONS
+    ]
     return fwd + inv
 
 
@@ -209,16 +251,25 @@ def _weight(graph: WebGraph, hop: Hop, triple: tuple[str, str, str], inverse: fl
     return inverse if len(graph.subjects(hop.relation, triple[2])) == 1 else 0.0
 
 
-def sample_backward(graph: WebGraph, rng: random.Random, answer: str, k: int,
-                    allowed: set | None = None, inverse_weight: float = 0.3,
-                    ambiguous_prob: float = 0.05) -> Draft | None:  # fmt: skip
+def sample_backward(
+    graph: WebGraph,
+    rng: random.Random,
+    answer: str,
+    k: int,
+    allowed: set | None = None,
+    inverse_weight: float = 0.3,
+    ambiguous_prob: float = 0.05,
+) -> Draft | None:
     """Walk k hops backward from `answer` (simple path; inside `allowed` triples if given).
     Where only ambiguous hops are left, one is taken with probability `ambiguous_prob` (the
     uniqueness filter then judges the question), else the walk dead-ends (None)."""
     nodes, hops = [answer], []
     for _ in range(k):
-        opts = [o for o in _options(graph, nodes[0])
-                if o[0] not in nodes and (allowed is None or o[2] in allowed)]  # fmt: skip
+        opts = [
+            o
+            for o in _options(graph, nodes[0])
+            if o[0] not in nodes and (allowed is None or o[2] in allowed)
+        ]
         weights = [_weight(graph, h, t, inverse_weight) for _, h, t in opts]
         if opts and sum(weights) <= 0 and rng.random() < ambiguous_prob:
             weights = [1.0] * len(opts)
@@ -230,8 +281,9 @@ def sample_backward(graph: WebGraph, rng: random.Random, answer: str, k: int,
     return Draft(nodes, hops)
 
 
-def random_walk_subgraph(graph: WebGraph, rng: random.Random, seed: str,
-                         steps: int) -> set[tuple[str, str, str]]:  # fmt: skip
+def random_walk_subgraph(
+    graph: WebGraph, rng: random.Random, seed: str, steps: int
+) -> set[tuple[str, str, str]]:
     """Triples visited by a random walk (edges in both directions) from `seed` (Tongyi)."""
     seen: set[tuple[str, str, str]] = set()
     node = seed
@@ -308,8 +360,9 @@ def remove_salient(graph: WebGraph, d: Draft) -> Draft | None:
     etype = graph.types.get(d.nodes[0])
     ranked = sorted(d.start_desc, key=lambda c: len(described(graph, [c], etype)))
     for c in ranked:
-        new = replace(d, start_desc=[x for x in d.start_desc if x != c],
-                      ops=[*d.ops, "remove_salient"])  # fmt: skip
+        new = replace(
+            d, start_desc=[x for x in d.start_desc if x != c], ops=[*d.ops, "remove_salient"]
+        )
         if is_unique(graph, new):
             return new
     return None
@@ -341,15 +394,19 @@ def obfuscate(graph: WebGraph, d: Draft) -> Draft | None:
     return replace(d, ops=[*d.ops, "obfuscate"]) if changed else None
 
 
-def inject_uncertainty(graph: WebGraph, d: Draft, rng: random.Random,
-                       max_set: int = 8) -> Draft | None:  # fmt: skip
+def inject_uncertainty(
+    graph: WebGraph, d: Draft, rng: random.Random, max_set: int = 8
+) -> Draft | None:
     """Describe the start by one fact shared by 2..max_set entities, then add facts about the
     answer until the question is unique again; None when that fails."""
     if d.start_desc or any(h.inverse for h in d.hops) or not is_unique(graph, d):
         return None  # only on a unique path of functional hops: the answer set stays small
     etype = graph.types.get(d.nodes[0])
-    vague = [c for c in _candidates(graph, d, d.nodes[0], etype)
-             if 2 <= len(described(graph, [c], etype)) <= max_set]  # fmt: skip
+    vague = [
+        c
+        for c in _candidates(graph, d, d.nodes[0], etype)
+        if 2 <= len(described(graph, [c], etype)) <= max_set
+    ]
     if not vague:
         return None
     trial = replace(d, start_desc=[rng.choice(vague)], ops=[*d.ops, "uncertainty"])

@@ -34,8 +34,9 @@ from arcforge.rl.advantages import dynamic_sampling_mask
 from arcforge.types import Reward, Task
 
 
-def skip_simple(group_scores: list[list[float]], near_max: float = 0.95,
-                eps: float = 1e-6) -> list[bool]:  # fmt: skip
+def skip_simple(
+    group_scores: list[list[float]], near_max: float = 0.95, eps: float = 1e-6
+) -> list[bool]:
     """Dynamic sampling: keep[g] is False when group g carries no signal or is too simple.
 
     Args:
@@ -139,8 +140,9 @@ def masked_correction(reply: str, reward: Reward, threshold: float = 0.7) -> Mas
     return MaskedDeck(any(keep), keep, masked)
 
 
-def token_loss_mask(tokenizer: Any, text: str,
-                    masked_spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:  # fmt: skip
+def token_loss_mask(
+    tokenizer: Any, text: str, masked_spans: list[tuple[int, int]]
+) -> tuple[list[int], list[int]]:
     """Token ids of `text` and a 0/1 mask: 0 on every token overlapping a masked span.
 
     Args:
@@ -157,9 +159,15 @@ def token_loss_mask(tokenizer: Any, text: str,
 Sampler = Callable[[Task, int], list[str]]  # (task, n) -> n replies
 
 
-def curate_decks(tasks: list[Task], sampler: Sampler, n: int,
-                 renderer: SlideRenderer | None = None, min_score: float = 0.8,
-                 near_max: float = 0.95, threshold: float = 0.7) -> tuple[list[dict], dict]:  # fmt: skip
+def curate_decks(
+    tasks: list[Task],
+    sampler: Sampler,
+    n: int,
+    renderer: SlideRenderer | None = None,
+    min_score: float = 0.8,
+    near_max: float = 0.95,
+    threshold: float = 0.7,
+) -> tuple[list[dict], dict]:
     """Sample n decks per task, skip too-simple tasks, keep the best deck with its slide mask.
 
     Returns:
@@ -172,14 +180,23 @@ def curate_decks(tasks: list[Task], sampler: Sampler, n: int,
     records: list[dict] = []
     with progress(len(tasks), "slides curate") as bar:
         for i, task in enumerate(tasks):
-            _curate_one(task, sampler(task, n), renderer, counts, records, min_score, near_max,
-                        threshold)  # fmt: skip
+            _curate_one(
+                task, sampler(task, n), renderer, counts, records, min_score, near_max, threshold
+            )
             bar.update(i + 1, kept=counts["kept"])
     return records, counts
 
 
-def _curate_one(task: Task, replies: list[str], renderer: SlideRenderer, counts: dict,
-                records: list[dict], min_score: float, near_max: float, threshold: float) -> None:  # fmt: skip
+def _curate_one(
+    task: Task,
+    replies: list[str],
+    renderer: SlideRenderer,
+    counts: dict,
+    records: list[dict],
+    min_score: float,
+    near_max: float,
+    threshold: float,
+) -> None:
     """Score one task's samples and append its record (if any) to `records`."""
     rewards = [deck_reward(r, task, renderer) for r in replies]
     counts["samples"] += len(replies)
@@ -193,8 +210,15 @@ def _curate_one(task: Task, replies: list[str], renderer: SlideRenderer, counts:
     reply = replies[pick.index]
     masked = masked_correction(reply, rewards[pick.index], threshold)
     counts["kept"] += 1
-    records.append({"messages": [{"role": "user", "content": task.instruction},
-                                 {"role": "assistant", "content": reply}],
-                    "task_id": task.id, "score": round(pick.scores[pick.index], 4),
-                    "keep_slides": masked.keep_slides,
-                    "masked_spans": [list(s) for s in masked.masked_spans]})  # fmt: skip
+    records.append(
+        {
+            "messages": [
+                {"role": "user", "content": task.instruction},
+                {"role": "assistant", "content": reply},
+            ],
+            "task_id": task.id,
+            "score": round(pick.scores[pick.index], 4),
+            "keep_slides": masked.keep_slides,
+            "masked_spans": [list(s) for s in masked.masked_spans],
+        }
+    )

@@ -45,9 +45,14 @@ def swarm_reject_reason(traj: Trajectory) -> str | None:
     return None if all(v in seen for v in items) else "ungrounded"
 
 
-def swarm_episodes(world: Any, tokenizer: Any, n: int = 100, cfg: AgentConfig | None = None,
-                   sub_cfg: AgentConfig | None = None, subagents: Engine | None = None,
-                   ) -> tuple[list[EpisodeDemo], dict[str, Any]]:  # fmt: skip
+def swarm_episodes(
+    world: Any,
+    tokenizer: Any,
+    n: int = 100,
+    cfg: AgentConfig | None = None,
+    sub_cfg: AgentConfig | None = None,
+    subagents: Engine | None = None,
+) -> tuple[list[EpisodeDemo], dict[str, Any]]:
     """Expert orchestrator episodes on the world's first `n` TRAIN wide tasks.
 
     Args:
@@ -78,8 +83,19 @@ def swarm_episodes(world: Any, tokenizer: Any, n: int = 100, cfg: AgentConfig | 
         if why is not None:
             reasons[why] += 1
             continue
-        demos.append(EpisodeDemo(f"episode-swarm-{len(demos):05d}", "swarm", "interleaved",
-                                 [task.id], list(tr.messages), schemas))  # fmt: skip
-    stats = {"episodes": len(trajs), "episodes_kept": len(demos),
-             "rejected": dict(sorted(reasons.items()))}  # fmt: skip
+        demos.append(
+            EpisodeDemo(
+                f"episode-swarm-{len(demos):05d}",
+                "swarm",
+                "interleaved",
+                [task.id],
+                list(tr.messages),
+                schemas,
+            )
+        )
+    stats = {
+        "episodes": len(trajs),
+        "episodes_kept": len(demos),
+        "rejected": dict(sorted(reasons.items())),
+    }
     return demos, stats

@@ -77,10 +77,22 @@ def commit_seeds(repo: Path, max_commits: int = 200) -> list[Record]:
     out = []
     for fc in G.fix_commits(repo, max_count=max_commits):
         patch, tpatch = G.split_diff(repo, fc.base, fc.sha)
-        out.append(Record(f"{name}__{fc.sha[:12]}", {
-            "repo": name, "repo_path": str(repo.resolve()), "base_commit": fc.base,
-            "patch": patch, "test_patch": tpatch, "problem_statement": fc.message,
-            "created_at": fc.date, "route": "commit", "commit": fc.sha}))  # fmt: skip
+        out.append(
+            Record(
+                f"{name}__{fc.sha[:12]}",
+                {
+                    "repo": name,
+                    "repo_path": str(repo.resolve()),
+                    "base_commit": fc.base,
+                    "patch": patch,
+                    "test_patch": tpatch,
+                    "problem_statement": fc.message,
+                    "created_at": fc.date,
+                    "route": "commit",
+                    "commit": fc.sha,
+                },
+            )
+        )
     return out
 
 
@@ -97,9 +109,13 @@ def record_seeds(jsonl: Path, repo: Path) -> list[Record]:
         missing = [k for k in ("instance_id", "base_commit", "patch", "test_patch") if k not in rec]
         if missing:
             raise UserError(f"{jsonl}:{n}: SWE-bench record lacks {', '.join(missing)}")
-        data = {**rec, "repo": rec.get("repo") or _repo_name(repo),
-                "repo_path": str(repo.resolve()), "route": "record",
-                "problem_statement": rec.get("problem_statement") or ""}  # fmt: skip
+        data = {
+            **rec,
+            "repo": rec.get("repo") or _repo_name(repo),
+            "repo_path": str(repo.resolve()),
+            "route": "record",
+            "problem_statement": rec.get("problem_statement") or "",
+        }
         out.append(Record(str(rec["instance_id"]), data))
     return out
 
@@ -124,8 +140,9 @@ def _validate(rec: Record, cfg: SWESynthConfig) -> Record:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run_states(rec: Record, tests: list[str], after: Path, before: Path, base: Path | None,
-                cfg: SWESynthConfig) -> Record:  # fmt: skip
+def _run_states(
+    rec: Record, tests: list[str], after: Path, before: Path, base: Path | None, cfg: SWESynthConfig
+) -> Record:
     ids = collect_ids(after, tests, cfg.backend, cfg.timeout)
     if not ids:
         raise Drop("no tests collected after the fix")
@@ -135,8 +152,13 @@ def _run_states(rec: Record, tests: list[str], after: Path, before: Path, base: 
     c = classify(ids, a, b, z)
     if not c.f2p:
         raise Drop("no FAIL_TO_PASS test", f"{len(ids)} collected, {len(c.flaky)} flaky")
-    data = {**rec.data, "FAIL_TO_PASS": c.f2p, "PASS_TO_PASS": c.p2p,
-            "flaky_tests": c.flaky, "failure_lines": failure_lines(b.output)}  # fmt: skip
+    data = {
+        **rec.data,
+        "FAIL_TO_PASS": c.f2p,
+        "PASS_TO_PASS": c.p2p,
+        "flaky_tests": c.flaky,
+        "failure_lines": failure_lines(b.output),
+    }
     return Record(rec.id, data)
 
 
@@ -156,8 +178,11 @@ def statement_problem(original: str, text: str, f2p: list[str], patch: str) -> s
         leaf = t.split("::")[-1].split("[")[0]
         if leaf and leaf in text:
             return "names a FAIL_TO_PASS test"
-    added = [ln[1:].strip() for ln in patch.splitlines()
-             if ln.startswith("+") and not ln.startswith("+++")]  # fmt: skip
+    added = [
+        ln[1:].strip()
+        for ln in patch.splitlines()
+        if ln.startswith("+") and not ln.startswith("+++")
+    ]
     if any(len(a) > 8 and a in text for a in added):
         return "quotes the fix"
     return None
@@ -170,9 +195,11 @@ def _statement(rec: Record, cfg: SWESynthConfig) -> Record:
     d = rec.data
     if cfg.llm is None:
         return rec
-    prompt = STATEMENT_PROMPT.format(message=d["problem_statement"],
-                                     tests="\n".join(d["FAIL_TO_PASS"][:10]),
-                                     errors="\n".join(d.get("failure_lines") or []) or "(none)")  # fmt: skip
+    prompt = STATEMENT_PROMPT.format(
+        message=d["problem_statement"],
+        tests="\n".join(d["FAIL_TO_PASS"][:10]),
+        errors="\n".join(d.get("failure_lines") or []) or "(none)",
+    )
     try:
         text = cfg.llm.chat([{"role": "user", "content": prompt}], max_tokens=400)[0]
     except LLMError as err:
@@ -180,23 +207,48 @@ def _statement(rec: Record, cfg: SWESynthConfig) -> Record:
     text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
     why = statement_problem(d["problem_statement"], text, d["FAIL_TO_PASS"], d.get("patch", ""))
     if why is not None:
-        return Record(rec.id, {**d, "statement_rewrite": f"rejected: {why}",
-                               "rejected_statement": text[:2000]})  # fmt: skip
-    return Record(rec.id, {**d, "problem_statement": text, "original_statement":
-                           d["problem_statement"], "statement_rewrite": "accepted"})  # fmt: skip
+        return Record(
+            rec.id,
+            {**d, "statement_rewrite": f"rejected: {why}", "rejected_statement": text[:2000]},
+        )
+    return Record(
+        rec.id,
+        {
+            **d,
+            "problem_statement": text,
+            "original_statement": d["problem_statement"],
+            "statement_rewrite": "accepted",
+        },
+    )
 
 
-INSTANCE_KEYS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
-                 "hints_text", "created_at", "version", "FAIL_TO_PASS", "PASS_TO_PASS",
-                 "environment_setup_commit", "repo_path")  # fmt: skip
+INSTANCE_KEYS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "environment_setup_commit",
+    "repo_path",
+)
 
 
 def to_instance(rec: Record) -> dict[str, Any]:
     """The SWE-bench-compatible instance of a validated record (plus repo_path)."""
-    d = {**rec.data, "instance_id": rec.id, "hints_text": rec.data.get("hints_text", ""),
-         "version": rec.data.get("version", "0"),
-         "environment_setup_commit": rec.data.get("environment_setup_commit")
-         or rec.data["base_commit"]}  # fmt: skip
+    d = {
+        **rec.data,
+        "instance_id": rec.id,
+        "hints_text": rec.data.get("hints_text", ""),
+        "version": rec.data.get("version", "0"),
+        "environment_setup_commit": rec.data.get("environment_setup_commit")
+        or rec.data["base_commit"],
+    }
     return {k: d.get(k) for k in INSTANCE_KEYS}
 
 
@@ -206,15 +258,18 @@ def write_instances(records: list[Record], path: Path) -> Path:
     return path
 
 
-def synthesize_from_repo(repo: str | Path, out_dir: str | Path, cfg: SWESynthConfig,
-                         records: str | Path | None = None) -> tuple[list[Record], Path]:  # fmt: skip
+def synthesize_from_repo(
+    repo: str | Path, out_dir: str | Path, cfg: SWESynthConfig, records: str | Path | None = None
+) -> tuple[list[Record], Path]:
     """Route 1: fix commits of `repo` (or the SWE-bench records in `records`) -> instances.
 
     Returns the validated records and the path of instances.jsonl (summary.json beside it)."""
     top = G.check_repo(repo)
     seeds = record_seeds(Path(records), top) if records else commit_seeds(top, cfg.max_commits)
-    steps = [Step("validate", lambda r: _validate(r, cfg), workers=cfg.workers),
-             Step("statement", lambda r: _statement(r, cfg), workers=cfg.workers)]  # fmt: skip
+    steps = [
+        Step("validate", lambda r: _validate(r, cfg), workers=cfg.workers),
+        Step("statement", lambda r: _statement(r, cfg), workers=cfg.workers),
+    ]
     out = Pipeline(steps, out_dir, workers=cfg.workers, name="swe").run(seeds)
     return out, write_instances(out, Path(out_dir) / "instances.jsonl")
 
@@ -226,24 +281,41 @@ def bug_seeds(repo: Path, clone: Path, cfg: SWESynthConfig) -> list[Record]:
     """Mutations of HEAD's functions that the test files name, up to cfg.max_bugs."""
     head = G.git(clone, "rev-parse", "HEAD").strip()
     files = G.git(clone, "ls-tree", "-r", "--name-only", head).split()
-    test_text = "\n".join(G.git(clone, "show", f"{head}:{f}") for f in files
-                          if G.is_test_path(f) and f.endswith(".py"))  # fmt: skip
+    test_text = "\n".join(
+        G.git(clone, "show", f"{head}:{f}")
+        for f in files
+        if G.is_test_path(f) and f.endswith(".py")
+    )
     names = set(re.findall(r"\b([A-Za-z_]\w*)\b", test_text))
     muts = []
     for f in files:
         if f.endswith(".py") and not G.is_test_path(f) and not f.startswith(("setup", "docs/")):
             muts += find_mutations(G.git(clone, "show", f"{head}:{f}"), f, names)
     name = _repo_name(repo)
-    return [Record(f"{name}__bug_{i:03d}_{m.kind}", {
-        "repo": name, "repo_path": str(clone), "head": head, "route": "synthetic",
-        "mutation": m.__dict__, "path": m.path, "function": m.function})
-        for i, m in enumerate(pick_mutations(muts, cfg.max_bugs, cfg.seed))]  # fmt: skip
+    return [
+        Record(
+            f"{name}__bug_{i:03d}_{m.kind}",
+            {
+                "repo": name,
+                "repo_path": str(clone),
+                "head": head,
+                "route": "synthetic",
+                "mutation": m.__dict__,
+                "path": m.path,
+                "function": m.function,
+            },
+        )
+        for i, m in enumerate(pick_mutations(muts, cfg.max_bugs, cfg.seed))
+    ]
 
 
 def _tests_naming(tree: Path, function: str) -> list[str]:
-    return sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py")
-                  if G.is_test_path(p.relative_to(tree).as_posix())
-                  and re.search(rf"\b{re.escape(function)}\b", p.read_text(errors="replace")))  # fmt: skip
+    return sorted(
+        p.relative_to(tree).as_posix()
+        for p in tree.rglob("*.py")
+        if G.is_test_path(p.relative_to(tree).as_posix())
+        and re.search(rf"\b{re.escape(function)}\b", p.read_text(errors="replace"))
+    )
 
 
 def _validate_bug(rec: Record, cfg: SWESynthConfig) -> Record:
@@ -264,12 +336,23 @@ def _validate_bug(rec: Record, cfg: SWESynthConfig) -> Record:
         res = _run_states(rec, tests, after, before, None, cfg)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    base = G.commit_tree(clone, head, {m.path: mutated}, f"synthetic bug: {m.kind} in "
-                         f"{m.function}", f"refs/arcforge/bugs/{rec.id}")  # fmt: skip
+    base = G.commit_tree(
+        clone,
+        head,
+        {m.path: mutated},
+        f"synthetic bug: {m.kind} in {m.function}",
+        f"refs/arcforge/bugs/{rec.id}",
+    )
     patch = G.git(clone, "diff", "--no-renames", base, head, "--", m.path)
-    data = {**res.data, "base_commit": base, "patch": patch, "test_patch": "",
-            "problem_statement": bug_statement(res.data["FAIL_TO_PASS"],
-                                               res.data.get("failure_lines") or [])}  # fmt: skip
+    data = {
+        **res.data,
+        "base_commit": base,
+        "patch": patch,
+        "test_patch": "",
+        "problem_statement": bug_statement(
+            res.data["FAIL_TO_PASS"], res.data.get("failure_lines") or []
+        ),
+    }
     return Record(rec.id, data)
 
 
@@ -277,14 +360,18 @@ def bug_statement(f2p: list[str], errors: list[str]) -> str:
     """An issue text generated from the failing tests (names and assertion messages)."""
     shown = "\n".join(f"- {t}" for t in f2p[:8]) + ("\n- ..." if len(f2p) > 8 else "")
     errs = "\n".join(f"    {e}" for e in errors[:8])
-    return ("Some behaviour of the library regressed: the following tests now fail.\n\n"
-            f"{shown}\n\n" + (f"The failures report:\n\n{errs}\n\n" if errs else "")
-            + "Find the cause in the library code and fix it so these tests pass again, "
-            "without changing the tests.")  # fmt: skip
+    return (
+        "Some behaviour of the library regressed: the following tests now fail.\n\n"
+        f"{shown}\n\n"
+        + (f"The failures report:\n\n{errs}\n\n" if errs else "")
+        + "Find the cause in the library code and fix it so these tests pass again, "
+        "without changing the tests."
+    )
 
 
-def synthesize_bugs(repo: str | Path, out_dir: str | Path,
-                    cfg: SWESynthConfig) -> tuple[list[Record], Path]:  # fmt: skip
+def synthesize_bugs(
+    repo: str | Path, out_dir: str | Path, cfg: SWESynthConfig
+) -> tuple[list[Record], Path]:
     """Route 2: synthetic bugs in `repo`'s HEAD -> instances (repo_path = our clone)."""
     top = G.check_repo(repo)
     clone = G.clone(top, Path(out_dir).resolve() / "repo.git")
@@ -293,8 +380,10 @@ def synthesize_bugs(repo: str | Path, out_dir: str | Path,
     def expand(_: Record) -> list[Record]:
         return bug_seeds(top, clone, cfg)
 
-    steps = [Step("mutants", expand, on_error="raise"),
-             Step("validate", lambda r: _validate_bug(r, cfg), workers=cfg.workers),
-             Step("statement", lambda r: _statement(r, cfg), workers=cfg.workers)]  # fmt: skip
+    steps = [
+        Step("mutants", expand, on_error="raise"),
+        Step("validate", lambda r: _validate_bug(r, cfg), workers=cfg.workers),
+        Step("statement", lambda r: _statement(r, cfg), workers=cfg.workers),
+    ]
     out = Pipeline(steps, out_dir, workers=cfg.workers, name="swe-bugs").run(seeds)
     return out, write_instances(out, Path(out_dir) / "instances.jsonl")

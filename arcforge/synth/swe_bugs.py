@@ -21,8 +21,16 @@ import random
 from dataclasses import dataclass
 
 _BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult}
-_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-        ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}  # fmt: skip
+_CMP = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
 _BOOL = {ast.And: ast.Or, ast.Or: ast.And}
 KINDS = ("operator_swap", "off_by_one", "dropped_condition", "wrong_return")
 
@@ -114,9 +122,19 @@ def find_mutations(source: str, path: str, targets: set[str] | None = None) -> l
             if pos in seen or not original or original == repl:
                 continue
             seen.add(pos)
-            out.append(Mutation(kind, path, fn.name, node.lineno, node.col_offset,
-                                node.end_lineno or node.lineno, node.end_col_offset or 0,
-                                repl, original))  # fmt: skip
+            out.append(
+                Mutation(
+                    kind,
+                    path,
+                    fn.name,
+                    node.lineno,
+                    node.col_offset,
+                    node.end_lineno or node.lineno,
+                    node.end_col_offset or 0,
+                    repl,
+                    original,
+                )
+            )
     return out
 
 

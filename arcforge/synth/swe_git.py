@@ -19,15 +19,26 @@ from arcforge.envs.swe_env import _GIT_ENV, is_protected
 from arcforge.errors import UserError
 
 
-def git(repo: str | Path, *args: str, stdin: bytes | None = None, check: bool = True,
-        env: dict[str, str] | None = None) -> str:  # fmt: skip
+def git(
+    repo: str | Path,
+    *args: str,
+    stdin: bytes | None = None,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run git in `repo`; stdout as text. A failure raises RuntimeError with git's stderr."""
     full = {**os.environ, **_GIT_ENV, **(env or {})}
-    res = subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=repo, input=stdin,
-                         capture_output=True, env=full)  # fmt: skip
+    res = subprocess.run(
+        ["git", "-c", "safe.directory=*", *args],
+        cwd=repo,
+        input=stdin,
+        capture_output=True,
+        env=full,
+    )
     if check and res.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed in {repo}: "
-                           f"{res.stderr.decode(errors='replace')[-400:]}")  # fmt: skip
+        raise RuntimeError(
+            f"git {' '.join(args)} failed in {repo}: {res.stderr.decode(errors='replace')[-400:]}"
+        )
     return res.stdout.decode(errors="replace")
 
 
@@ -36,8 +47,12 @@ def check_repo(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"--repo {p}: no such directory")
-    res = subprocess.run(["git", "-c", "safe.directory=*", "rev-parse", "--show-toplevel"],
-                         cwd=p, capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        ["git", "-c", "safe.directory=*", "rev-parse", "--show-toplevel"],
+        cwd=p,
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         raise UserError(f"--repo {p}: not a git repository ({res.stderr.strip()[:120]})")
     return Path(res.stdout.strip())
@@ -60,8 +75,9 @@ class FixCommit:
     date: str
 
 
-def fix_commits(repo: str | Path, rev: str = "HEAD", max_count: int = 200,
-                max_files: int = 20) -> list[FixCommit]:  # fmt: skip
+def fix_commits(
+    repo: str | Path, rev: str = "HEAD", max_count: int = 200, max_files: int = 20
+) -> list[FixCommit]:
     """Non-merge commits reachable from `rev` that change both code (.py) and test files, oldest
     first. Commits touching more than `max_files` files are skipped (refactors, imports)."""
     log = git(repo, "log", "--no-merges", f"--max-count={max_count}", "--format=%H %P", rev)
@@ -95,15 +111,24 @@ def split_diff(repo: str | Path, base: str, head: str) -> tuple[str, str]:
 
 def patch_files(patch: str) -> list[str]:
     """Paths a unified diff touches (its b/ side)."""
-    return sorted({ln.split(" b/", 1)[1] for ln in patch.splitlines()
-                   if ln.startswith("diff --git a/") and " b/" in ln})  # fmt: skip
+    return sorted(
+        {
+            ln.split(" b/", 1)[1]
+            for ln in patch.splitlines()
+            if ln.startswith("diff --git a/") and " b/" in ln
+        }
+    )
 
 
 def export_tree(repo: str | Path, commit: str, dst: Path) -> Path:
     """Write `commit`'s tree (no .git) into `dst`."""
     dst.mkdir(parents=True, exist_ok=True)
-    tar = subprocess.run(["git", "-c", "safe.directory=*", "archive", "--format=tar", commit],
-                         cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+    tar = subprocess.run(
+        ["git", "-c", "safe.directory=*", "archive", "--format=tar", commit],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dst)], input=tar, check=True)
     return dst
 
@@ -112,13 +137,18 @@ def apply_patch(tree: Path, patch: str) -> str | None:
     """Apply a unified diff inside `tree` (not a repository); None, or git's error text."""
     if not patch.strip():
         return None
-    res = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree,
-                         input=patch.encode(), capture_output=True)  # fmt: skip
+    res = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", "-"],
+        cwd=tree,
+        input=patch.encode(),
+        capture_output=True,
+    )
     return None if res.returncode == 0 else res.stderr.decode(errors="replace")[-400:]
 
 
-def commit_tree(repo: str | Path, parent: str, files: dict[str, str], message: str,
-                ref: str) -> str:  # fmt: skip
+def commit_tree(
+    repo: str | Path, parent: str, files: dict[str, str], message: str, ref: str
+) -> str:
     """A commit = `parent`'s tree with `files` replaced, made with plumbing (no checkout) and
     kept alive by `ref` (e.g. refs/arcforge/bugs/<id>). Returns its sha."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,6 +169,13 @@ def clone(src: str | Path, dst: Path) -> Path:
     if (dst / "HEAD").exists() or (dst / ".git").exists():
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
-    git(dst.parent, "clone", "-q", "--no-checkout", "--no-hardlinks", str(Path(src).resolve()),
-        str(dst))  # fmt: skip
+    git(
+        dst.parent,
+        "clone",
+        "-q",
+        "--no-checkout",
+        "--no-hardlinks",
+        str(Path(src).resolve()),
+        str(dst),
+    )
     return dst

@@ -45,29 +45,38 @@ class Classified:
     collected: int
 
 
-def collect_ids(tree: Path, files: list[str], backend: str = "bwrap",
-                timeout: float = 300) -> list[str]:  # fmt: skip
+def collect_ids(
+    tree: Path, files: list[str], backend: str = "bwrap", timeout: float = 300
+) -> list[str]:
     """Pytest node ids of `files` in `tree` (collect-only, in the sandbox)."""
     files = [f for f in files if (tree / f).is_file()]
     if not files:
         return []
-    with open_task_sandbox(backend, Limits(wall_time=timeout, memory_mb=2048),
-                           workspace=tree) as sb:  # fmt: skip
+    with open_task_sandbox(
+        backend, Limits(wall_time=timeout, memory_mb=2048), workspace=tree
+    ) as sb:
         res = run_pytest(sb, ["--collect-only", *files], timeout)
     lines = (ln.strip() for ln in res.exec.stdout.splitlines())
     return [ln for ln in lines if "::" in ln and not ln.startswith(("=", "<", "ERROR"))]
 
 
-def run_state(tree: Path, files: list[str], ids: list[str], runs: int = 3,
-              backend: str = "bwrap", timeout: float = 300) -> StateRuns:  # fmt: skip
+def run_state(
+    tree: Path,
+    files: list[str],
+    ids: list[str],
+    runs: int = 3,
+    backend: str = "bwrap",
+    timeout: float = 300,
+) -> StateRuns:
     """Run `files` `runs` times in one sandbox over `tree`; statuses of `ids` per run."""
     present = [f for f in files if (tree / f).is_file()]
     out = StateRuns()
     if not present:
         out.runs = [dict.fromkeys(ids, "missing") for _ in range(runs)]
         return out
-    with open_task_sandbox(backend, Limits(wall_time=timeout, memory_mb=2048),
-                           workspace=tree) as sb:  # fmt: skip
+    with open_task_sandbox(
+        backend, Limits(wall_time=timeout, memory_mb=2048), workspace=tree
+    ) as sb:
         snap = sb.snapshot()
         for i in range(runs):
             if i:
@@ -78,8 +87,9 @@ def run_state(tree: Path, files: list[str], ids: list[str], runs: int = 3,
     return out
 
 
-def classify(ids: list[str], after: StateRuns, before: StateRuns,
-             base: StateRuns | None = None) -> Classified:  # fmt: skip
+def classify(
+    ids: list[str], after: StateRuns, before: StateRuns, base: StateRuns | None = None
+) -> Classified:
     """F2P / P2P / flaky from the runs of each state (see the module docstring)."""
     flaky = after.flaky() | before.flaky() | (base.flaky() if base else set())
     f2p, p2p = [], []

@@ -117,8 +117,15 @@ def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
     prompt = EXPAND_PROMPT.format(seed=rec.data["instruction"], n=cfg.n_variants)
 
     def seed_draft(expansion: str) -> Record:
-        return rec.child("seed", {"title": "seed", "instruction": rec.data["instruction"],
-                                  "seed": rec.id, "expansion": expansion[:300]})  # fmt: skip
+        return rec.child(
+            "seed",
+            {
+                "title": "seed",
+                "instruction": rec.data["instruction"],
+                "seed": rec.id,
+                "expansion": expansion[:300],
+            },
+        )
 
     def seed_only(err: Drop) -> list[Record]:
         if not cfg.include_seed:
@@ -126,8 +133,9 @@ def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
         return [seed_draft(f"{err.reason}: {err.detail}")]
 
     try:
-        drafts = cfg.llm.chat_json([{"role": "user", "content": prompt}],
-                                   temperature=cfg.temperature, max_tokens=1500)  # fmt: skip
+        drafts = cfg.llm.chat_json(
+            [{"role": "user", "content": prompt}], temperature=cfg.temperature, max_tokens=1500
+        )
     except LLMError as err:
         return seed_only(Drop("expansion LLM failed", str(err)))
     if isinstance(drafts, dict):
@@ -135,8 +143,10 @@ def expand_seed(rec: Record, cfg: TerminalSynthConfig) -> list[Record]:
     if not isinstance(drafts, list):
         return seed_only(Drop("malformed draft", f"expected a list, got {clip(drafts)}"))
     try:
-        out = [rec.child(i, {**_draft(d, f"variant {i}"), "seed": rec.id})
-               for i, d in enumerate(drafts[: cfg.n_variants])]  # fmt: skip
+        out = [
+            rec.child(i, {**_draft(d, f"variant {i}"), "seed": rec.id})
+            for i, d in enumerate(drafts[: cfg.n_variants])
+        ]
     except Drop as err:
         return seed_only(err)
     if cfg.include_seed:
@@ -185,10 +195,20 @@ def write_task_dir(root: Path, spec: dict[str, Any], meta: dict[str, Any]) -> Pa
         shutil.rmtree(root)
     for sub in ("environment", "solution", "tests"):
         (root / sub).mkdir(parents=True)
-    toml = "\n".join(['version = "1.0"', "", "[metadata]", 'author_name = "arcforge synth"',
-                      f"category = {json.dumps(meta.get('category', 'synthetic'))}",
-                      f"source = {json.dumps(str(meta.get('source', '')))}", "",
-                      "[verifier]", "timeout_sec = 120.0", ""])  # fmt: skip
+    toml = "\n".join(
+        [
+            'version = "1.0"',
+            "",
+            "[metadata]",
+            'author_name = "arcforge synth"',
+            f"category = {json.dumps(meta.get('category', 'synthetic'))}",
+            f"source = {json.dumps(str(meta.get('source', '')))}",
+            "",
+            "[verifier]",
+            "timeout_sec = 120.0",
+            "",
+        ]
+    )
     (root / "task.toml").write_text(toml)
     (root / "instruction.md").write_text(spec["instruction"].strip() + "\n")
     (root / "environment" / "init.sh").write_text(str(spec.get("init") or "true") + "\n")
@@ -216,8 +236,10 @@ def validate_dir(root: Path, backend: str) -> str | None:
         return "the solution does not pass the check.\n" + json.dumps(outs, indent=1)
     empty = check_task(task, empty=True, backend=backend)
     if empty["reward"] >= 1.0:
-        return ("the check passes before anything is done (an empty solution passes); it must "
-                "fail until the task is solved.\n" + str(empty["details"].get("output", ""))[-800:])  # fmt: skip
+        return (
+            "the check passes before anything is done (an empty solution passes); it must "
+            "fail until the task is solved.\n" + str(empty["details"].get("output", ""))[-800:]
+        )
     return None
 
 
@@ -241,9 +263,13 @@ def construct(rec: Record, out_dir: Path, cfg: TerminalSynthConfig) -> Record:
             problem = validate_dir(root, cfg.backend) or ""
             if not problem:
                 return Record(rec.id, {**d, "task_dir": str(root), "repair_rounds": attempt})
-        convo += [{"role": "assistant", "content": json.dumps(raw)},
-                  {"role": "user", "content": REPAIR_PROMPT.format(
-                      problem=problem.split("\n", 1)[0], outputs=problem)}]  # fmt: skip
+        convo += [
+            {"role": "assistant", "content": json.dumps(raw)},
+            {
+                "role": "user",
+                "content": REPAIR_PROMPT.format(problem=problem.split("\n", 1)[0], outputs=problem),
+            },
+        ]
     shutil.rmtree(root, ignore_errors=True)
     raise Drop("self-repair exhausted", problem[:500])
 
@@ -252,8 +278,9 @@ def refine(rec: Record, cfg: TerminalSynthConfig) -> Record:
     """Refine checks: stability over cfg.runs and every exploit probe (check-task)."""
     from arcforge.synth.checktask import check_task_exploits
 
-    res = check_task_exploits(rec.data["task_dir"], runs=cfg.runs, backend=cfg.backend,
-                              probes=cfg.probes)  # fmt: skip
+    res = check_task_exploits(
+        rec.data["task_dir"], runs=cfg.runs, backend=cfg.backend, probes=cfg.probes
+    )
     if not res["accepted"]:
         fooled = sorted(n for n, v in res["probes"].items() if v)
         reason = f"exploitable: {fooled[0]}" if fooled else "unstable verifier"
@@ -261,8 +288,12 @@ def refine(rec: Record, cfg: TerminalSynthConfig) -> Record:
     return Record(rec.id, {**rec.data, "check": res})
 
 
-def synthesize_terminal(out_dir: str | Path, cfg: TerminalSynthConfig,
-                        seeds: list[str] = (), pages: list[dict[str, Any]] = ()) -> list[Record]:  # fmt: skip
+def synthesize_terminal(
+    out_dir: str | Path,
+    cfg: TerminalSynthConfig,
+    seeds: list[str] = (),
+    pages: list[dict[str, Any]] = (),
+) -> list[Record]:
     """Seeds (instructions) and/or pages ({"url", "title", "text"}) -> accepted task dirs
     under `<out_dir>/tasks/`; counts in `<out_dir>/summary.json`."""
     out = Path(out_dir)
@@ -272,6 +303,9 @@ def synthesize_terminal(out_dir: str | Path, cfg: TerminalSynthConfig,
     def draft(rec: Record) -> list[Record] | Record:
         return expand_seed(rec, cfg) if rec.data["kind"] == "seed" else draft_from_page(rec, cfg)
 
-    steps = [Step("draft", draft), Step("construct", lambda r: construct(r, out, cfg)),
-             Step("refine", lambda r: refine(r, cfg))]  # fmt: skip
+    steps = [
+        Step("draft", draft),
+        Step("construct", lambda r: construct(r, out, cfg)),
+        Step("refine", lambda r: refine(r, cfg)),
+    ]
     return Pipeline(steps, out, workers=cfg.workers, name="terminal").run(recs)

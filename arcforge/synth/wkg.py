@@ -32,26 +32,56 @@ from arcforge.errors import UserError
 from arcforge.world.kb import RELATIONS
 
 # relations whose object is a value (year, number, word), not an entity with its own page
-LITERAL_RELATIONS = frozenset({"born_year", "population", "founded_year", "published_year",
-                               "occupation", "industry", "work_type"})  # fmt: skip
+LITERAL_RELATIONS = frozenset(
+    {
+        "born_year",
+        "population",
+        "founded_year",
+        "published_year",
+        "occupation",
+        "industry",
+        "work_type",
+    }
+)
 # every relation of the vocabulary is functional: one object per subject
-SUBJECT_TYPE = {"born_in": "person", "lives_in": "person", "works_for": "person",
-                "born_year": "person", "occupation": "person", "located_in": "city",
-                "population": "city", "founded_by": "org", "headquartered_in": "org",
-                "founded_year": "org", "industry": "org", "created_by": "work",
-                "published_by": "work", "published_year": "work", "work_type": "work",
-                "capital": "country"}  # fmt: skip
-OBJECT_TYPE = {"born_in": "city", "lives_in": "city", "works_for": "org", "located_in": "country",
-               "founded_by": "person", "headquartered_in": "city", "created_by": "person",
-               "published_by": "org", "capital": "city"}  # fmt: skip
+SUBJECT_TYPE = {
+    "born_in": "person",
+    "lives_in": "person",
+    "works_for": "person",
+    "born_year": "person",
+    "occupation": "person",
+    "located_in": "city",
+    "population": "city",
+    "founded_by": "org",
+    "headquartered_in": "org",
+    "founded_year": "org",
+    "industry": "org",
+    "created_by": "work",
+    "published_by": "work",
+    "published_year": "work",
+    "work_type": "work",
+    "capital": "country",
+}
+OBJECT_TYPE = {
+    "born_in": "city",
+    "lives_in": "city",
+    "works_for": "org",
+    "located_in": "country",
+    "founded_by": "person",
+    "headquartered_in": "city",
+    "created_by": "person",
+    "published_by": "org",
+    "capital": "city",
+}
 LIST_TITLES = {"People born in": "born_in", "Staff of": "works_for", "Works by": "created_by"}
 
 _LABELS = {rel.replace("_", " "): rel for rel in RELATIONS}
 _PHRASES = sorted(RELATIONS.items(), key=lambda kv: -len(kv[1]))  # longest phrase first
 # a name: capitalised words, possibly joined by "of" / "over" ("The Tower of Hiakria")
 NAME = r"[A-Z][\w'-]*(?: (?:of |over )?[A-Z][\w'-]*)*"
-_SENTENCE = [(rel, re.compile(rf"(?P<s>{NAME}) {re.escape(ph)} (?P<o>.+?)\.?$"))
-             for rel, ph in _PHRASES]  # fmt: skip
+_SENTENCE = [
+    (rel, re.compile(rf"(?P<s>{NAME}) {re.escape(ph)} (?P<o>.+?)\.?$")) for rel, ph in _PHRASES
+]
 _ROW = re.compile(r"^\|\s*(?P<label>[^|]+?)\s*\|\s*(?P<value>[^|]+?)\s*\|$")
 _OF = re.compile(r"^(?P<label>.+?) \(of (?P<s>.+)\)$")
 _KV = re.compile(r"^(?P<label>[a-z][a-z ]*): (?P<value>.+)$")
@@ -173,8 +203,9 @@ LLM_SYSTEM = (
 )
 
 
-def extract_llm(docs: Iterable[Any], client: Any, counts: Counter | None = None,
-                max_chars: int = 1500) -> list[Fact]:  # fmt: skip
+def extract_llm(
+    docs: Iterable[Any], client: Any, counts: Counter | None = None, max_chars: int = 1500
+) -> list[Fact]:
     """Facts an LLM extracts from free-text pages, grounded in each page's text.
 
     Args:
@@ -194,8 +225,10 @@ def extract_llm(docs: Iterable[Any], client: Any, counts: Counter | None = None,
     out: list[Fact] = []
     for raw in docs:
         d = as_doc(raw)
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": f"Page title: {d.title}\n\n{d.text[:max_chars]}"}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"Page title: {d.title}\n\n{d.text[:max_chars]}"},
+        ]
         try:  # an endpoint failure (LLMError) stops the build; a bad reply skips the page
             reply = ask_json(client, messages, max_tokens=1024)
         except ValueError:
@@ -282,8 +315,12 @@ class WebGraph:
         return cls(facts)
 
 
-def build_graph(docs: Iterable[Any], client: Any = None, llm_max_pages: int | None = None,
-                counts: Counter | None = None) -> WebGraph:  # fmt: skip
+def build_graph(
+    docs: Iterable[Any],
+    client: Any = None,
+    llm_max_pages: int | None = None,
+    counts: Counter | None = None,
+) -> WebGraph:
     """Rules over every page; the LLM (when given) over pages with free text left.
 
     Args:
@@ -314,5 +351,8 @@ def score_against(graph: WebGraph, truth: Iterable[tuple[str, str, str]]) -> dic
     gold = set(truth)
     got = set(graph.evidence)
     hit = len(got & gold)
-    return {"precision": hit / max(1, len(got)), "recall": hit / max(1, len(gold)),
-            "triples": float(len(got))}  # fmt: skip
+    return {
+        "precision": hit / max(1, len(got)),
+        "recall": hit / max(1, len(gold)),
+        "triples": float(len(got)),
+    }

@@ -146,9 +146,14 @@ class AgenticRLStageCfg(StageCfg):
         """The agent-loop config of the rollout workers (no seed: workers' calls can merge), at
         `temperature` (None: the stage's)."""
         temp = self.temperature if temperature is None else temperature
-        return AgentConfig(max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
-                           context_budget=self.context_budget, temperature=temp,
-                           top_p=self.top_p, tempered_logprobs=self.tempered_logprobs)  # fmt: skip
+        return AgentConfig(
+            max_turns=self.max_turns,
+            max_new_tokens=self.max_new_tokens,
+            context_budget=self.context_budget,
+            temperature=temp,
+            top_p=self.top_p,
+            tempered_logprobs=self.tempered_logprobs,
+        )
 
 
 class ProbeCfg(Strict):
@@ -165,8 +170,9 @@ class ProbeCfg(Strict):
     max_new_tokens: int | None = Field(None, gt=0)
 
 
-def batch_tensors(batch: Batch, group_size: int, pad_id: int,
-                  temperatures: dict[str, float] | None = None) -> tuple[TokenBatch, dict]:  # fmt: skip
+def batch_tensors(
+    batch: Batch, group_size: int, pad_id: int, temperatures: dict[str, float] | None = None
+) -> tuple[TokenBatch, dict]:
     """The batch as padded tensors with GRPO advantages and overlong rows masked, plus counts.
     With `temperatures` (pool -> the temperature its episodes were sampled at; tempered
     logprobs), each row's temperature is set so the trainer scores it as it was sampled.
@@ -187,8 +193,9 @@ def batch_tensors(batch: Batch, group_size: int, pad_id: int,
         missing = sorted({g.pool for g in batch.groups} - set(temperatures))
         if missing:
             raise ValueError(f"no sampling temperature for pool(s) {missing}")
-        tb.temperature = torch.tensor([temperatures[g.pool] for g in batch.groups
-                                       for _ in range(group_size)])  # (B*G,)  # fmt: skip
+        tb.temperature = torch.tensor(
+            [temperatures[g.pool] for g in batch.groups for _ in range(group_size)]
+        )  # (B*G,)
     overlong = torch.tensor([t.finish_reason in OVERLONG for t in trajs])  # (B*G,)
     tb.mask[overlong] = 0.0  # dropped whole: no token of it is trained
     stale = [batch.version - g.start_version for g in batch.groups]
@@ -331,8 +338,9 @@ class WeightEMA:
     EMA-of-weights). Measured once at d 0.9: a smoother dev curve, no held-out gain over the
     last iterate; hence off by default (docs/experiments.md, "Weight EMA")."""
 
-    def __init__(self, model: torch.nn.Module, decay: float,
-                 saved: dict[str, torch.Tensor] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, model: torch.nn.Module, decay: float, saved: dict[str, torch.Tensor] | None = None
+    ) -> None:
         self.decay = decay
         self.avg = _weights(model) if saved is None else saved
 
@@ -394,8 +402,9 @@ def train_async_rl(
     ema = None
     if cfg.weight_ema > 0:  # resumed from the state's average; a fresh one starts at w_0
         saved = state / "ema.safetensors" if state else None
-        ema = WeightEMA(model, cfg.weight_ema,
-                        load_file(str(saved)) if saved and saved.exists() else None)  # fmt: skip
+        ema = WeightEMA(
+            model, cfg.weight_ema, load_file(str(saved)) if saved and saved.exists() else None
+        )
     log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
     pcfg = cfg.probe if probe is not None else None
     if pcfg:
@@ -409,11 +418,20 @@ def train_async_rl(
                 scores = {k: sum(v) / max(1, len(v)) for k, v in items.items()}
                 mean_score = round(sum(scores.values()) / len(scores), 9)  # equal means tie
                 new = best.offer(model, done, mean_score)
-            plog.write(step=done, mean=mean_score, best=new, probe_s=time.monotonic() - t0,
-                       **{f"probe_{k}": v for k, v in scores.items()},
-                       **{f"items_{k}": v for k, v in items.items()})  # fmt: skip
-            print(f"[probe] step {done}: " + " ".join(f"{k}={v:.3f}" for k, v in scores.items())
-                  + f" mean={mean_score:.3f}" + (" (best)" if new else ""))  # fmt: skip
+            plog.write(
+                step=done,
+                mean=mean_score,
+                best=new,
+                probe_s=time.monotonic() - t0,
+                **{f"probe_{k}": v for k, v in scores.items()},
+                **{f"items_{k}": v for k, v in items.items()},
+            )
+            print(
+                f"[probe] step {done}: "
+                + " ".join(f"{k}={v:.3f}" for k, v in scores.items())
+                + f" mean={mean_score:.3f}"
+                + (" (best)" if new else "")
+            )
 
         if not state:
             run_probe(0)
@@ -428,13 +446,17 @@ def train_async_rl(
                 batch = orch.next_batch(cfg.batch_timeout)
                 t_wait = time.monotonic() - t0
                 t1 = time.monotonic()
-                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id,
-                                           temperatures if cfg.tempered_logprobs else None)  # fmt: skip
+                tb, bstats = batch_tensors(
+                    batch, cfg.group_size, pad_id, temperatures if cfg.tempered_logprobs else None
+                )
                 for g in opt.param_groups:
                     g["lr"] = lr_at(step, cfg.steps, cfg.optim)
                 opt.zero_grad(set_to_none=True)
-                stats: dict[str, float] = {"updated": float(has_signal(tb)), "loss": 0.0,
-                                           "grad_norm": 0.0}  # fmt: skip
+                stats: dict[str, float] = {
+                    "updated": float(has_signal(tb)),
+                    "loss": 0.0,
+                    "grad_norm": 0.0,
+                }
                 if stats["updated"]:
                     stats.update(policy_backward(model, tb, cfg))
                     stats["grad_norm"] = float(
@@ -472,13 +494,23 @@ def train_async_rl(
                 probed = bool(pcfg) and (done % pcfg.every == 0 or done == cfg.steps)
                 if probed:
                     run_probe(done)
-                extra = {"version": version, "orchestrator": orch.state(),
-                         **({"best": best.state()} if pcfg else {})}  # fmt: skip
+                extra = {
+                    "version": version,
+                    "orchestrator": orch.state(),
+                    **({"best": best.state()} if pcfg else {}),
+                }
                 tensors = {"ema": ema.avg} if ema else None
                 stop = checkpoint_if_due(
-                    out_dir / "state", model, opt, done, cfg.steps, cfg.checkpoint_every,
-                    stop_after, extra=extra, tensors=tensors,
-                )  # fmt: skip
+                    out_dir / "state",
+                    model,
+                    opt,
+                    done,
+                    cfg.steps,
+                    cfg.checkpoint_every,
+                    stop_after,
+                    extra=extra,
+                    tensors=tensors,
+                )
                 saved = stop or (done % cfg.checkpoint_every == 0 and done < cfg.steps)
                 if probed and not saved and done < cfg.steps:  # the state names the best
                     save_state(out_dir / "state", model, opt, done, extra, tensors)

@@ -85,8 +85,12 @@ class GeneralRLStageCfg(RLStageCfg):
     anchors: AnchorCfg = AnchorCfg()
 
 
-def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = None,
-                  tools: dict[str, Tool] | None = None) -> Scorer:  # fmt: skip
+def hybrid_scorer(
+    tokenizer: Any,
+    hybrid: HybridReward,
+    log_path: Path | None = None,
+    tools: dict[str, Tool] | None = None,
+) -> Scorer:
     """A `train_rl` Scorer: decode, parse, score with the hybrid reward, log the call's counts.
 
     With `tools`, a prompt whose task offers tools takes the tool route instead
@@ -94,8 +98,9 @@ def hybrid_scorer(tokenizer: Any, hybrid: HybridReward, log_path: Path | None = 
 
     def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list:
         before = Counter(hybrid.counts)
-        parsed = [parse_assistant(tokenizer.decode(c.token_ids, skip_special_tokens=False))
-                  for c in comps]  # fmt: skip
+        parsed = [
+            parse_assistant(tokenizer.decode(c.token_ids, skip_special_tokens=False)) for c in comps
+        ]
         tasks = [p.task for p in prompts]
         routed = [i for i, t in enumerate(tasks) if tools is not None and t.tools]
         rest = sorted(set(range(len(tasks))) - set(routed))
@@ -147,8 +152,9 @@ class AnchorEngine:
         anchors: prompt ids -> the anchor reply's token ids.
     """
 
-    def __init__(self, inner: Engine, policy: torch.nn.Module,
-                 anchors: dict[tuple[int, ...], list[int]]) -> None:  # fmt: skip
+    def __init__(
+        self, inner: Engine, policy: torch.nn.Module, anchors: dict[tuple[int, ...], list[int]]
+    ) -> None:
         self.inner, self.policy, self.anchors = inner, policy, anchors
         self.injected = 0
 

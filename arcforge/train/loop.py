@@ -87,8 +87,9 @@ def save_state(
     weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     save_file(weights, str(tmp / "model.safetensors"))  # clones: tied weights are separate
     for name, named in (tensors or {}).items():
-        save_file({k: v.detach().contiguous() for k, v in named.items()},
-                  str(tmp / f"{name}.safetensors"))  # fmt: skip
+        save_file(
+            {k: v.detach().contiguous() for k, v in named.items()}, str(tmp / f"{name}.safetensors")
+        )
     torch.save(
         {
             "optimizer": opt.state_dict(),

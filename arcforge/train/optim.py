@@ -64,8 +64,14 @@ class BlockMuon(torch.optim.Optimizer):
     block by 0.2 * sqrt(max(rows, cols)), as torch's Muon with `adjust_lr_fn="match_rms_adamw"`.
     """
 
-    def __init__(self, params, lr: float = 1e-3, weight_decay: float = 0.1,
-                 momentum: float = 0.95, blocks: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        momentum: float = 0.95,
+        blocks: int = 1,
+    ) -> None:
         super().__init__(
             params, {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "blocks": blocks}
         )
@@ -139,8 +145,10 @@ class JointOptimizer:
             o.step()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"joint": [type(o).__name__ for o in self.optimizers],
-                "optimizers": [o.state_dict() for o in self.optimizers]}  # fmt: skip
+        return {
+            "joint": [type(o).__name__ for o in self.optimizers],
+            "optimizers": [o.state_dict() for o in self.optimizers],
+        }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         names = [type(o).__name__ for o in self.optimizers]
@@ -204,8 +212,9 @@ def build_optimizer(model: nn.Module, cfg: OptimCfg) -> Optimizer:
     groups = [g for g in groups if g["params"]]
     opts: list[torch.optim.Optimizer] = []
     if groups:
-        opts.append(BlockMuon(groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                              momentum=cfg.muon_momentum))  # fmt: skip
+        opts.append(
+            BlockMuon(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, momentum=cfg.muon_momentum)
+        )
     if rest:
         opts.append(_adamw(rest, cfg))
     return JointOptimizer(opts)

@@ -53,8 +53,11 @@ class Pair:
 
 def pairs_from_records(records: list[Record], where: str) -> list[Pair]:
     """Preference pairs of records that carry `chosen` / `rejected` (see arcforge.data.sources)."""
-    out = [Pair(r.prompt or "", str(r.meta["chosen"]), str(r.meta["rejected"]))
-           for r in records if "chosen" in r.meta and "rejected" in r.meta]  # fmt: skip
+    out = [
+        Pair(r.prompt or "", str(r.meta["chosen"]), str(r.meta["rejected"]))
+        for r in records
+        if "chosen" in r.meta and "rejected" in r.meta
+    ]
     if not out:
         raise UserError(f"{where}: no preference pairs (records need prompt, chosen, rejected)")
     return out
@@ -108,8 +111,10 @@ def train_reward_model(
         for step in range(cfg.steps):
             batch = [pairs[i] for i in _batch_indices(len(pairs), step, cfg.batch_size, cfg.seed)]
             B = len(batch)
-            ids, mask = rm.batch([p.prompt for p in batch] * 2,
-                                 [p.chosen for p in batch] + [p.rejected for p in batch])  # fmt: skip
+            ids, mask = rm.batch(
+                [p.prompt for p in batch] * 2,
+                [p.chosen for p in batch] + [p.rejected for p in batch],
+            )
             r = rm(ids, mask)  # (2B,): chosen then rejected
             loss, st = bradley_terry_loss(r[:B], r[B:], cfg.margin)
             for g in opt.param_groups:
@@ -118,16 +123,22 @@ def train_reward_model(
             loss.backward()
             gn = float(torch.nn.utils.clip_grad_norm_(rm.parameters(), cfg.optim.grad_clip))
             opt.step()
-            row = {"step": step + 1, "loss": loss.item(), **st, "grad_norm": gn,
-                   "lr": opt.param_groups[0]["lr"]}  # fmt: skip
+            row = {
+                "step": step + 1,
+                "loss": loss.item(),
+                **st,
+                "grad_norm": gn,
+                "lr": opt.param_groups[0]["lr"],
+            }
             rows.append(row)
             if log:
                 log.write(**row)
             bar.update(step + 1, loss=row["loss"], acc=row["accuracy"])
     rm.eval()
     sample = pairs[: min(len(pairs), 256)]
-    raw = rm.score([p.prompt for p in sample] * 2,
-                   [p.chosen for p in sample] + [p.rejected for p in sample])  # fmt: skip
+    raw = rm.score(
+        [p.prompt for p in sample] * 2, [p.chosen for p in sample] + [p.rejected for p in sample]
+    )
     rm.center, rm.scale = statistics.fmean(raw), max(1e-3, statistics.pstdev(raw))
     k = max(1, len(rows) // 5)
     summary = {

@@ -157,8 +157,9 @@ def sequence_logprobs(
     dev = model_device(model)
     per_row = isinstance(temperature, torch.Tensor)
     if per_row and temperature.shape != (len(batch),):
-        raise ValueError(f"per-row temperature needs shape ({len(batch)},), "
-                         f"got {tuple(temperature.shape)}")  # fmt: skip
+        raise ValueError(
+            f"per-row temperature needs shape ({len(batch)},), got {tuple(temperature.shape)}"
+        )
     out = []
     for i in range(0, len(batch), step):
         x = batch.input_ids[i : i + step].to(dev)

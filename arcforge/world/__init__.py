@@ -19,7 +19,21 @@ from arcforge.world.tools import calculate
 from arcforge.world.world import DemoCounts, TaskCounts, World, WorldConfig
 
 __all__ = [
-    "KB", "SUITES", "Bug", "Demo", "DemoCounts", "Doc", "Entity", "LongItem", "Page", "Repo",
-    "TaskCounts", "Triple", "World", "WorldConfig", "build_world", "calculate",
+    "KB",
+    "SUITES",
+    "Bug",
+    "Demo",
+    "DemoCounts",
+    "Doc",
+    "Entity",
+    "LongItem",
+    "Page",
+    "Repo",
+    "TaskCounts",
+    "Triple",
+    "World",
+    "WorldConfig",
+    "build_world",
+    "calculate",
     "check_constraints",
-]  # fmt: skip
+]

@@ -31,14 +31,15 @@ KINDS = ("terminal", "tir")
 
 def _terminal_doc(task: Any) -> str:
     look, sol = task.metadata.get("look") or "ls -la", task.metadata["solution"].strip()
-    return (f"Shell task: {task.instruction}\nLook first: `{look}`\nThen run:\n"
-            f"```bash\n{sol}\n```\n")  # fmt: skip
+    return f"Shell task: {task.instruction}\nLook first: `{look}`\nThen run:\n```bash\n{sol}\n```\n"
 
 
 def _tir_doc(task: Any) -> str:
     plan, code = tir_program(task.metadata["steps"])
-    return (f"Problem: {task.instruction}\nPlan: {plan}.\nPython:\n```python\n{code}```\n"
-            f"Output: {task.validation.answer}\nAnswer: {task.validation.answer}\n")  # fmt: skip
+    return (
+        f"Problem: {task.instruction}\nPlan: {plan}.\nPython:\n```python\n{code}```\n"
+        f"Output: {task.validation.answer}\nAnswer: {task.validation.answer}\n"
+    )
 
 
 def agent_docs(world: Any, kinds: tuple[str, ...] = KINDS) -> list[tuple[str, str]]:

@@ -113,8 +113,9 @@ def perturb(rng: random.Random, call: str) -> str | None:
     return _render(name, args, kws)
 
 
-def fresh_calls(rng: random.Random, probes: list[str], visible: list[str], n: int = 10
-                ) -> list[str]:  # fmt: skip
+def fresh_calls(
+    rng: random.Random, probes: list[str], visible: list[str], n: int = 10
+) -> list[str]:
     """Up to `n` distinct calls that no visible test makes: the repo's probe calls for the
     function when it has them, else perturbed visible calls (one or two nudges each)."""
     seen = set(visible)

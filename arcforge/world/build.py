@@ -19,7 +19,7 @@ from arcforge.world.demos import (
     chat_demo,
     code_demo,
     correction_demo,
-    reasoning_demo,  # fmt: skip
+    reasoning_demo,
     swe_demo,
     terminal_demo,
     tool_demo,
@@ -36,7 +36,7 @@ from arcforge.world.suites import (
     code_tasks,
     long_context_tasks,
     reasoning_tasks,
-    search_tasks,  # fmt: skip
+    search_tasks,
     swe_tasks,
     terminal_tasks,
     tool_tasks,
@@ -48,8 +48,9 @@ def _rng(cfg: WorldConfig, part: str) -> random.Random:
     return random.Random(f"{cfg.seed}:{part}")
 
 
-def _code_docs(rng: random.Random, repos: list[Repo], target: int, prefix: str,
-               functions: list[FuncTemplate]) -> list[Doc]:  # fmt: skip
+def _code_docs(
+    rng: random.Random, repos: list[Repo], target: int, prefix: str, functions: list[FuncTemplate]
+) -> list[Doc]:
     """The repos' files, then standalone snippets of `functions` up to `target` chars."""
     docs = []
     for repo in repos:
@@ -83,9 +84,16 @@ def _problems_for_chars(
     return out
 
 
-def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: list[Repo],
-             n_test_repos: int, task_probs: list[Problem], people: list[str],
-             kb_names: set[str]) -> tuple[list[Doc], list[Doc]]:  # fmt: skip
+def _corpora(
+    cfg: WorldConfig,
+    mrng: random.Random,
+    pages: list[Page],
+    repos: list[Repo],
+    n_test_repos: int,
+    task_probs: list[Problem],
+    people: list[str],
+    kb_names: set[str],
+) -> tuple[list[Doc], list[Doc]]:
     """(pretraining mixture, held-out clean docs). Test repos and task problems stay out of both
     sides' overlap: held-out docs use held-out pages, problems and the test repos."""
     web = [
@@ -99,16 +107,22 @@ def _corpora(cfg: WorldConfig, mrng: random.Random, pages: list[Page], repos: li
     corpus_probs = _problems_for_chars(mrng, people, int(web_chars * cfg.math_to_web), taken)
     crng = _rng(cfg, "code")
     space = code_space(cfg.seed)
-    code = _code_docs(crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code",
-                      space.train)  # fmt: skip
+    code = _code_docs(
+        crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code", space.train
+    )
     drills = copy_drills(_rng(cfg, "drills"), int(web_chars * cfg.copy_drills), kb_names)
-    corpus = mix(_rng(cfg, "mix"), web + code + _math_docs(corpus_probs, "math") + drills,
-                 cfg.junk_frac, cfg.dup_frac)  # fmt: skip
+    corpus = mix(
+        _rng(cfg, "mix"),
+        web + code + _math_docs(corpus_probs, "math") + drills,
+        cfg.junk_frac,
+        cfg.dup_frac,
+    )
     held_web = [
         Doc(f"hweb-{i:06d}", p.text, "web") for i, p in enumerate(q for q in pages if q.heldout)
     ]
-    held_code = _code_docs(crng, repos[:n_test_repos], cfg.n(cfg.heldout_snippets) * 400, "hcode",
-                           space.test)  # fmt: skip
+    held_code = _code_docs(
+        crng, repos[:n_test_repos], cfg.n(cfg.heldout_snippets) * 400, "hcode", space.test
+    )
     return corpus, held_web + held_code + _math_docs(held_probs, "hmath")
 
 
@@ -116,43 +130,87 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     """Generate the whole world for `cfg` (defaults: the demo sizes)."""
     cfg = cfg or WorldConfig()
     names = NameBank(_rng(cfg, "names"))
-    kb = build_kb(_rng(cfg, "kb"), names, cfg.n(cfg.n_people), cfg.n(cfg.n_places, 3),
-                  cfg.n(cfg.n_orgs), cfg.n(cfg.n_works), cfg.heldout_frac)  # fmt: skip
+    kb = build_kb(
+        _rng(cfg, "kb"),
+        names,
+        cfg.n(cfg.n_people),
+        cfg.n(cfg.n_places, 3),
+        cfg.n(cfg.n_orgs),
+        cfg.n(cfg.n_works),
+        cfg.heldout_frac,
+    )
     pages = render_pages(kb, _rng(cfg, "pages"))
     space = code_space(cfg.seed)
     n_repos = cfg.n(cfg.n_repos, 3)
     n_test_repos = min(n_repos - 1, cfg.n(cfg.n_test_repos, 1))
-    repos = [make_repo(_rng(cfg, f"repo{i}"), f"{names.token()}-{names.token()}", 2 + i % 3,
-                       space.test if i < n_test_repos else space.train,
-                       "test" if i < n_test_repos else "train")
-             for i in range(n_repos)]  # fmt: skip
+    repos = [
+        make_repo(
+            _rng(cfg, f"repo{i}"),
+            f"{names.token()}-{names.token()}",
+            2 + i % 3,
+            space.test if i < n_test_repos else space.train,
+            "test" if i < n_test_repos else "train",
+        )
+        for i in range(n_repos)
+    ]
     t = cfg.tasks
     n_tr, n_te = cfg.n(t.reasoning[0]), cfg.n(t.reasoning[1])
     mrng = _rng(cfg, "math")
     people = [e.name for e in kb.of_type("person")]
     task_probs = make_problems(mrng, people, n_tr + n_te, set())
-    corpus, heldout = _corpora(cfg, mrng, pages, repos, n_test_repos, task_probs, people,
-                               set(kb.by_name))  # fmt: skip
+    corpus, heldout = _corpora(
+        cfg, mrng, pages, repos, n_test_repos, task_probs, people, set(kb.by_name)
+    )
 
     tool = tool_tasks(_rng(cfg, "tool"), kb, cfg.n(t.tool[0]), cfg.n(t.tool[1]))
     pools = {
         "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),
         "tool": tool,
         "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
-        "long_context": long_context_tasks(kb, pages, cfg.long_context_chars, cfg.seed,
-                                           cfg.n(t.long_context[0]), cfg.n(t.long_context[1])),
-        "code": code_tasks(_rng(cfg, "code_tasks"), space, cfg.n(t.code[0]), cfg.n(t.code[1]),
-                           NameBank(_rng(cfg, "code_names")), cfg.code_fresh_names),
-        "terminal": terminal_tasks(_rng(cfg, "terminal"), NameBank(_rng(cfg, "terminal_names")),
-                                   cfg.n(t.terminal[0]), cfg.n(t.terminal[1]),
-                                   cfg.terminal_fresh_slots),
-        "swe": swe_tasks(_rng(cfg, "swe"), repos, n_test_repos, cfg.n(t.swe[0]), cfg.n(t.swe[1]),
-                         NameBank(_rng(cfg, "swe_names")), cfg.swe_fresh_repos,
-                         cfg.swe_fresh_functions,
-                         _rng(cfg, "swe_balance") if cfg.swe_balance else None),
-        "search": search_tasks(_rng(cfg, "search"), kb, pages, cfg.n(t.search[0]), cfg.n(t.search[1]),
-                               cfg.search_hops, {x.instruction for x in tool[0] + tool[1]}),
-    }  # fmt: skip
+        "long_context": long_context_tasks(
+            kb,
+            pages,
+            cfg.long_context_chars,
+            cfg.seed,
+            cfg.n(t.long_context[0]),
+            cfg.n(t.long_context[1]),
+        ),
+        "code": code_tasks(
+            _rng(cfg, "code_tasks"),
+            space,
+            cfg.n(t.code[0]),
+            cfg.n(t.code[1]),
+            NameBank(_rng(cfg, "code_names")),
+            cfg.code_fresh_names,
+        ),
+        "terminal": terminal_tasks(
+            _rng(cfg, "terminal"),
+            NameBank(_rng(cfg, "terminal_names")),
+            cfg.n(t.terminal[0]),
+            cfg.n(t.terminal[1]),
+            cfg.terminal_fresh_slots,
+        ),
+        "swe": swe_tasks(
+            _rng(cfg, "swe"),
+            repos,
+            n_test_repos,
+            cfg.n(t.swe[0]),
+            cfg.n(t.swe[1]),
+            NameBank(_rng(cfg, "swe_names")),
+            cfg.swe_fresh_repos,
+            cfg.swe_fresh_functions,
+            _rng(cfg, "swe_balance") if cfg.swe_balance else None,
+        ),
+        "search": search_tasks(
+            _rng(cfg, "search"),
+            kb,
+            pages,
+            cfg.n(t.search[0]),
+            cfg.n(t.search[1]),
+            cfg.search_hops,
+            {x.instruction for x in tool[0] + tool[1]},
+        ),
+    }
     task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}
     world = World(cfg, kb, pages, repos, corpus, heldout, task_pools, [])
     world.demos = build_demos(world, _rng(cfg, "demos"))
@@ -169,11 +227,18 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
         pool = world.tasks(suite, "train")
         return rng.sample(pool, min(n, len(pool)))
 
-    def add(kind: str, msgs, task: Task, tool_names: list[str], mode: str = "interleaved",
-            shown: list[Task] | None = None) -> None:  # fmt: skip
+    def add(
+        kind: str,
+        msgs,
+        task: Task,
+        tool_names: list[str],
+        mode: str = "interleaved",
+        shown: list[Task] | None = None,
+    ) -> None:
         ids = [t.id for t in shown or [task]]
-        demos.append(Demo(f"demo-{kind}-{len(demos):05d}", kind, msgs, tool_names, mode, task.id,
-                          ids))  # fmt: skip
+        demos.append(
+            Demo(f"demo-{kind}-{len(demos):05d}", kind, msgs, tool_names, mode, task.id, ids)
+        )
 
     n_think = cfg.n(c.reasoning, 1)
     math = pick("reasoning", n_think + cfg.n(c.reasoning_no_think, 1))
@@ -249,8 +314,9 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
     elif suite == "search":
         pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0, cfg.search_hops)
     elif suite == "terminal":
-        pool, _ = terminal_tasks(rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0,
-                                 cfg.terminal_fresh_slots)  # fmt: skip
+        pool, _ = terminal_tasks(
+            rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0, cfg.terminal_fresh_slots
+        )
     elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
         seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
         pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
@@ -259,8 +325,13 @@ def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
         used = {t.metadata["template"] for t in world.task_pools["code"]["train"]}
         train = code_space(cfg.seed).train
         funcs = [f for f in train if f.key not in used] + [f for f in train if f.key in used]
-        pool = code_pool(rng, funcs[: 2 * n], 2 * n, NameBank(_rng(cfg, "fresh:code_names")),
-                         cfg.code_fresh_names)  # fmt: skip
+        pool = code_pool(
+            rng,
+            funcs[: 2 * n],
+            2 * n,
+            NameBank(_rng(cfg, "fresh:code_names")),
+            cfg.code_fresh_names,
+        )
     else:
         people = [e.name for e in kb.of_type("person")]
         pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])

@@ -25,9 +25,11 @@ def chain_step(rng: random.Random, tpl: FuncTemplate, name: str, n_tests: int = 
     for i in range(n_tests):
         call = call_src(name, tpl.gen(rng))
         tests.append(f"\ndef test_{name}_{i}():\n    assert {call} == {call_repr(ns, call)}\n")
-    ins = (f"Add a function `{name}({tpl.params})` to solution.py. {tpl.docstring()} For example, "
-           f"`{example}` returns `{call_repr(ns, example)}`. Keep every earlier function working. "
-           f"Reply with the new code in a ```python block.")  # fmt: skip
+    ins = (
+        f"Add a function `{name}({tpl.params})` to solution.py. {tpl.docstring()} For example, "
+        f"`{example}` returns `{call_repr(ns, example)}`. Keep every earlier function working. "
+        f"Reply with the new code in a ```python block."
+    )
     return {"instruction": ins, "tests": "\n".join(tests), "solution": src, "entry_point": name}
 
 
@@ -36,11 +38,18 @@ def chain_task(rng: random.Random, n_steps: int, functions: list[FuncTemplate]) 
     theme = rng.choice(sorted({t.theme for t in functions}))
     tpls = rng.sample([t for t in functions if t.theme == theme], n_steps)
     steps = [chain_step(rng, t, rng.choice(t.names)) for t in tpls]
-    intro = (f"You will build a small Python module, solution.py, of {theme} helpers in "
-             f"{n_steps} steps. After each step its tests and all earlier steps' tests run.\n\n")  # fmt: skip
-    return Task("", "chain", intro + "Step 1: " + steps[0]["instruction"],  # type: ignore[arg-type]
-                validation=Validation(tests="\n\n".join(s["tests"] for s in steps)),
-                difficulty=n_steps / 4, metadata={"steps": steps, "theme": theme})  # fmt: skip
+    intro = (
+        f"You will build a small Python module, solution.py, of {theme} helpers in "
+        f"{n_steps} steps. After each step its tests and all earlier steps' tests run.\n\n"
+    )
+    return Task(
+        "",
+        "chain",
+        intro + "Step 1: " + steps[0]["instruction"],  # type: ignore[arg-type]
+        validation=Validation(tests="\n\n".join(s["tests"] for s in steps)),
+        difficulty=n_steps / 4,
+        metadata={"steps": steps, "theme": theme},
+    )
 
 
 def chain_tasks(seed: int, n: int, split: str = "test") -> list[Task]:

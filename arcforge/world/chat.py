@@ -17,8 +17,18 @@ from typing import Any
 
 from arcforge.world.kb import KB
 
-CONSTRAINT_TYPES = ("lowercase", "uppercase", "include", "exclude", "max_words", "min_words",
-                    "no_commas", "json_keys", "starts_with", "ends_with")  # fmt: skip
+CONSTRAINT_TYPES = (
+    "lowercase",
+    "uppercase",
+    "include",
+    "exclude",
+    "max_words",
+    "min_words",
+    "no_commas",
+    "json_keys",
+    "starts_with",
+    "ends_with",
+)
 FILLER_WORDS = ["really", "very", "amazing", "basically", "literally", "truly"]
 
 
@@ -98,8 +108,19 @@ def _sentence_item(rng: random.Random, kb: KB) -> ChatItem:
     verb = {"born_in": "was born in", "lives_in": "lives in", "works_for": "works for"}[rel]
     text = f"{person} {verb} {obj}, according to the records."
     cons: list[dict[str, Any]] = [{"type": "include", "word": person.split()[0]}]
-    extras = rng.sample(["lowercase", "uppercase", "no_commas", "starts_with", "ends_with",
-                         "exclude", "max_words", "min_words"], rng.randint(1, 3))  # fmt: skip
+    extras = rng.sample(
+        [
+            "lowercase",
+            "uppercase",
+            "no_commas",
+            "starts_with",
+            "ends_with",
+            "exclude",
+            "max_words",
+            "min_words",
+        ],
+        rng.randint(1, 3),
+    )
     if "lowercase" in extras and "uppercase" in extras:
         extras.remove("uppercase")
     if "starts_with" in extras:

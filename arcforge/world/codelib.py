@@ -90,27 +90,48 @@ INT_FILTERS = (
     Part("ne", "{v} != {k}", "different from {k}", "not{k}", tuple(_R(0, 10)), arg="skip"),
     Part("odd", "{v} % 2 == 1", "odd", "odd"),
     Part("even", "{v} % 2 == 0", "even", "even"),
-    Part("between", "{lo} <= {v} <= {hi}", "between {lo} and {hi} inclusive", "in{lo}to{hi}",
-         tuple((a, a + d) for a in _R(0, 8) for d in (2, 4, 6))),
-)  # fmt: skip
+    Part(
+        "between",
+        "{lo} <= {v} <= {hi}",
+        "between {lo} and {hi} inclusive",
+        "in{lo}to{hi}",
+        tuple((a, a + d) for a in _R(0, 8) for d in (2, 4, 6)),
+    ),
+)
 INT_MAPS = (
     Part("add", "{v} + {k}", "increased by {k}", "plus{k}", tuple(_R(1, 10))),
     Part("sub", "{v} - {k}", "decreased by {k}", "minus{k}", tuple(_R(1, 10))),
     Part("mul", "{v} * {k}", "multiplied by {k}", "times{k}", (2, 3, 4, 5)),
     Part("sq", "{v} * {v}", "squared", "squares"),
     Part("mod", "{v} % {k}", "taken modulo {k}", "mod{k}", tuple(_R(2, 8))),
-    Part("absd", "abs({v} - {k})", "replaced by its distance from {k}", "dist{k}", tuple(_R(0, 10))),
+    Part(
+        "absd", "abs({v} - {k})", "replaced by its distance from {k}", "dist{k}", tuple(_R(0, 10))
+    ),
     Part("neg", "-{v}", "negated", "negated"),
     Part("fdiv", "{v} // {k}", "floor-divided by {k}", "div{k}", (2, 3, 4)),
-)  # fmt: skip
+)
 WORD_FILTERS = (
-    Part("len_gt", "len({v}) > {k}", "longer than {k} characters", "longer{k}", (2, 3, 4, 5), arg="size"),
-    Part("len_lt", "len({v}) < {k}", "shorter than {k} characters", "shorter{k}", (3, 4, 5, 6), arg="size"),
+    Part(
+        "len_gt",
+        "len({v}) > {k}",
+        "longer than {k} characters",
+        "longer{k}",
+        (2, 3, 4, 5),
+        arg="size",
+    ),
+    Part(
+        "len_lt",
+        "len({v}) < {k}",
+        "shorter than {k} characters",
+        "shorter{k}",
+        (3, 4, 5, 6),
+        arg="size",
+    ),
     Part("starts", "{v}.startswith({k!r})", "starting with {k!r}", "from_{k}", tuple(LETTERS)),
     Part("ends", "{v}.endswith({k!r})", "ending with {k!r}", "ending_{k}", tuple(LETTERS)),
     Part("has", "{k!r} in {v}", "containing {k!r}", "with_{k}", tuple(LETTERS)),
     Part("lacks", "{k!r} not in {v}", "not containing {k!r}", "without_{k}", tuple(LETTERS)),
-)  # fmt: skip
+)
 WORD_MAPS = (
     Part("upper", "{v}.upper()", "in upper case", "upper", out="str"),
     Part("cap", "{v}.capitalize()", "capitalised", "capitalised", out="str"),
@@ -119,37 +140,76 @@ WORD_MAPS = (
     Part("tail", "{v}[-{k}:]", "cut to its last {k} characters", "tail{k}", (1, 2, 3), out="str"),
     Part("dup", "{v} + {v}", "written twice", "doubled", out="str"),
     Part("wlen", "len({v})", "replaced by its length", "lengths", out="int"),
-)  # fmt: skip
+)
 CHAR_FILTERS = (
     Part("vowel", '{v} in "aeiou"', "vowels", "vowels"),
     Part("consonant", '{v} not in "aeiou "', "consonants (not spaces)", "consonants"),
-    Part("in_set", "{v} in {k!r}", "one of the letters {k!r}", "in_{k}",
-         ("abc", "rst", "lop", "dei", "pus", "cat", "bed")),
+    Part(
+        "in_set",
+        "{v} in {k!r}",
+        "one of the letters {k!r}",
+        "in_{k}",
+        ("abc", "rst", "lop", "dei", "pus", "cat", "bed"),
+    ),
     Part("before", "{v} < {k!r}", "alphabetically before {k!r}", "before_{k}", tuple("eilpst")),
     Part("after", "{v} > {k!r}", "alphabetically after {k!r}", "after_{k}", tuple("eilprs")),
-)  # fmt: skip
+)
 CHAR_MAPS = (
     Part("cupper", "{v}.upper()", "in upper case", "upper", out="str"),
     Part("cdup", "{v} * {k}", "repeated {k} times", "x{k}", (2, 3), out="str"),
-    Part("pos", "ord({v}) - 96", "replaced by its position in the alphabet (a is 1)", "positions",
-         out="int"),
-)  # fmt: skip
+    Part(
+        "pos",
+        "ord({v}) - 96",
+        "replaced by its position in the alphabet (a is 1)",
+        "positions",
+        out="int",
+    ),
+)
 REC_FILTERS = (
-    Part("val_gt", "{val} > {k}", "whose value is greater than {k}", "over{k}", tuple(_R(0, 20, 2)), arg="limit"),
-    Part("val_lt", "{val} < {k}", "whose value is less than {k}", "under{k}", tuple(_R(2, 22, 2)), arg="limit"),
+    Part(
+        "val_gt",
+        "{val} > {k}",
+        "whose value is greater than {k}",
+        "over{k}",
+        tuple(_R(0, 20, 2)),
+        arg="limit",
+    ),
+    Part(
+        "val_lt",
+        "{val} < {k}",
+        "whose value is less than {k}",
+        "under{k}",
+        tuple(_R(2, 22, 2)),
+        arg="limit",
+    ),
     Part("val_even", "{val} % 2 == 0", "whose value is even", "even"),
     Part("val_odd", "{val} % 2 == 1", "whose value is odd", "odd"),
-    Part("key_starts", "{key}.startswith({k!r})", "whose key starts with {k!r}", "keys_{k}", tuple(LETTERS)),
-    Part("key_len", "len({key}) > {k}", "whose key is longer than {k} characters", "longkeys{k}", (2, 3, 4, 5), arg="size"),
-)  # fmt: skip
+    Part(
+        "key_starts",
+        "{key}.startswith({k!r})",
+        "whose key starts with {k!r}",
+        "keys_{k}",
+        tuple(LETTERS),
+    ),
+    Part(
+        "key_len",
+        "len({key}) > {k}",
+        "whose key is longer than {k} characters",
+        "longkeys{k}",
+        (2, 3, 4, 5),
+        arg="size",
+    ),
+)
 REC_MAPS = (
     Part("val", "{val}", "the values", "values"),
-    Part("val_add", "{val} + {k}", "the values increased by {k}", "values_plus{k}", tuple(_R(1, 10))),
+    Part(
+        "val_add", "{val} + {k}", "the values increased by {k}", "values_plus{k}", tuple(_R(1, 10))
+    ),
     Part("val_mul", "{val} * {k}", "the values multiplied by {k}", "values_times{k}", (2, 3, 4)),
     Part("key", "{key}", "the keys", "keys", out="str"),
     Part("key_upper", "{key}.upper()", "the keys in upper case", "upper_keys", out="str"),
     Part("key_len", "len({key})", "the key lengths", "key_lengths"),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -168,39 +228,148 @@ class Reducer:
 
 
 REDUCERS = (
-    Reducer("sum", "0", ("{acc} = {acc} + {y}",), "{acc}", "the sum of {what}", "sum", ("int",),
-            ("total", "acc", "result", "s")),
-    Reducer("product", "1", ("{acc} = {acc} * {y}",), "{acc}", "the product of {what}", "product",
-            ("int",), ("prod", "acc", "result")),
-    Reducer("count", "0", ("{acc} = {acc} + 1",), "{acc}", "how many there are of {what}", "count",
-            ("int", "str"), ("count", "n_found", "hits"), no_map=True),
-    Reducer("max", "None", ("if {acc} is None or {y} > {acc}:", "    {acc} = {y}"), "{acc}",
-            "the largest of {what}, or None if there is none", "max", ("int", "str"),
-            ("best", "top", "hi"), "opt"),
-    Reducer("min", "None", ("if {acc} is None or {y} < {acc}:", "    {acc} = {y}"), "{acc}",
-            "the smallest of {what}, or None if there is none", "min", ("int", "str"),
-            ("low", "smallest", "lo"), "opt"),
-    Reducer("collect", "[]", ("{acc}.append({y})",), "{acc}", "the list of {what}, in order",
-            "list", ("int", "str"), ("out", "kept", "result"), "list"),
-    Reducer("first", "", ("return {y}",), "None", "the first of {what}, or None if there is none",
-            "first", ("int", "str"), ("",), "opt"),
-    Reducer("last", "None", ("{acc} = {y}",), "{acc}",
-            "the last of {what}, or None if there is none", "last", ("int", "str"),
-            ("last", "latest", "seen"), "opt"),
-    Reducer("distinct", "set()", ("{acc}.add({y})",), "len({acc})",
-            "how many distinct values there are among {what}", "distinct", ("int", "str"),
-            ("seen", "uniq", "found"), "int"),
-    Reducer("join", "[]", ("{acc}.append({y})",), "{sep!r}.join({acc})",
-            "{what}, joined by {sep!r}", "joined", ("str",), ("parts", "pieces", "chunks"), "str"),
-    Reducer("longest", "None", ("if {acc} is None or len({y}) > len({acc}):", "    {acc} = {y}"),
-            "{acc}", "the longest of {what} (the first one on ties), or None if there is none",
-            "longest", ("str",), ("best", "longest", "top"), "opt"),
-    Reducer("total_len", "0", ("{acc} = {acc} + len({y})",), "{acc}",
-            "the total length of {what}", "total_len", ("str",), ("total", "size", "n_chars")),
-    Reducer("todict", "{}", ("{acc}[{key}] = {y}",), "{acc}",
-            "a dict from each key to {what}", "by_key", ("int", "str"), ("table", "out", "mapping"),
-            "dict", needs_map=True),
-)  # fmt: skip
+    Reducer(
+        "sum",
+        "0",
+        ("{acc} = {acc} + {y}",),
+        "{acc}",
+        "the sum of {what}",
+        "sum",
+        ("int",),
+        ("total", "acc", "result", "s"),
+    ),
+    Reducer(
+        "product",
+        "1",
+        ("{acc} = {acc} * {y}",),
+        "{acc}",
+        "the product of {what}",
+        "product",
+        ("int",),
+        ("prod", "acc", "result"),
+    ),
+    Reducer(
+        "count",
+        "0",
+        ("{acc} = {acc} + 1",),
+        "{acc}",
+        "how many there are of {what}",
+        "count",
+        ("int", "str"),
+        ("count", "n_found", "hits"),
+        no_map=True,
+    ),
+    Reducer(
+        "max",
+        "None",
+        ("if {acc} is None or {y} > {acc}:", "    {acc} = {y}"),
+        "{acc}",
+        "the largest of {what}, or None if there is none",
+        "max",
+        ("int", "str"),
+        ("best", "top", "hi"),
+        "opt",
+    ),
+    Reducer(
+        "min",
+        "None",
+        ("if {acc} is None or {y} < {acc}:", "    {acc} = {y}"),
+        "{acc}",
+        "the smallest of {what}, or None if there is none",
+        "min",
+        ("int", "str"),
+        ("low", "smallest", "lo"),
+        "opt",
+    ),
+    Reducer(
+        "collect",
+        "[]",
+        ("{acc}.append({y})",),
+        "{acc}",
+        "the list of {what}, in order",
+        "list",
+        ("int", "str"),
+        ("out", "kept", "result"),
+        "list",
+    ),
+    Reducer(
+        "first",
+        "",
+        ("return {y}",),
+        "None",
+        "the first of {what}, or None if there is none",
+        "first",
+        ("int", "str"),
+        ("",),
+        "opt",
+    ),
+    Reducer(
+        "last",
+        "None",
+        ("{acc} = {y}",),
+        "{acc}",
+        "the last of {what}, or None if there is none",
+        "last",
+        ("int", "str"),
+        ("last", "latest", "seen"),
+        "opt",
+    ),
+    Reducer(
+        "distinct",
+        "set()",
+        ("{acc}.add({y})",),
+        "len({acc})",
+        "how many distinct values there are among {what}",
+        "distinct",
+        ("int", "str"),
+        ("seen", "uniq", "found"),
+        "int",
+    ),
+    Reducer(
+        "join",
+        "[]",
+        ("{acc}.append({y})",),
+        "{sep!r}.join({acc})",
+        "{what}, joined by {sep!r}",
+        "joined",
+        ("str",),
+        ("parts", "pieces", "chunks"),
+        "str",
+    ),
+    Reducer(
+        "longest",
+        "None",
+        ("if {acc} is None or len({y}) > len({acc}):", "    {acc} = {y}"),
+        "{acc}",
+        "the longest of {what} (the first one on ties), or None if there is none",
+        "longest",
+        ("str",),
+        ("best", "longest", "top"),
+        "opt",
+    ),
+    Reducer(
+        "total_len",
+        "0",
+        ("{acc} = {acc} + len({y})",),
+        "{acc}",
+        "the total length of {what}",
+        "total_len",
+        ("str",),
+        ("total", "size", "n_chars"),
+    ),
+    Reducer(
+        "todict",
+        "{}",
+        ("{acc}[{key}] = {y}",),
+        "{acc}",
+        "a dict from each key to {what}",
+        "by_key",
+        ("int", "str"),
+        ("table", "out", "mapping"),
+        "dict",
+        needs_map=True,
+    ),
+)
 SEPS = (" ", "-", ",", "", "+", "/")
 
 
@@ -235,28 +404,67 @@ def _record(rng: random.Random) -> dict[str, int]:
 
 
 THEME_DEFS = {
-    "lists": Theme("lists", "int", INT_FILTERS, INT_MAPS,
-                   ("xs", "values", "nums", "data", "numbers", "seq", "arr", "ys"),
-                   ("x", "v", "item", "value", "elem", "y", "num", "e"), "the values of {p}",
-                   "the values of {p} that are {filter}", "for {v} in {p}:", _ints),
-    "numbers": Theme("numbers", "int", INT_FILTERS, INT_MAPS,
-                     ("n", "upto", "stop", "end", "limit_n", "top", "bound"),
-                     ("i", "j", "num", "m", "q", "t", "z"), "the integers from {lo} to {p}",
-                     "the integers from {lo} to {p} that are {filter}",
-                     "for {v} in range({lo}, {p} + 1):", lambda r: r.randint(0, 30)),
-    "words": Theme("words", "str", WORD_FILTERS, WORD_MAPS,
-                   ("text", "s", "sentence", "line", "phrase", "msg", "title", "caption"),
-                   ("w", "word", "tok", "part", "token", "piece", "chunk"), "the words of {p}",
-                   "the words of {p} {filter}", "for {v} in {p}.split():", _sentence),
-    "chars": Theme("chars", "str", CHAR_FILTERS, CHAR_MAPS,
-                   ("s", "word", "text", "label", "name", "code", "key", "tag"),
-                   ("ch", "c", "letter", "char", "sym", "glyph", "ltr"), "the characters of {p}",
-                   "the characters of {p} that are {filter}", "for {v} in {p}:", _chars),
-    "records": Theme("records", "rec", REC_FILTERS, REC_MAPS,
-                     ("d", "counts", "table", "stock", "scores", "tally", "prices", "sizes"),
-                     ("key", "name", "k", "item", "label", "tag", "entry"), "the entries of {p}",
-                     "the entries of {p} {filter}", "for {key} in sorted({p}):", _record),
-}  # fmt: skip
+    "lists": Theme(
+        "lists",
+        "int",
+        INT_FILTERS,
+        INT_MAPS,
+        ("xs", "values", "nums", "data", "numbers", "seq", "arr", "ys"),
+        ("x", "v", "item", "value", "elem", "y", "num", "e"),
+        "the values of {p}",
+        "the values of {p} that are {filter}",
+        "for {v} in {p}:",
+        _ints,
+    ),
+    "numbers": Theme(
+        "numbers",
+        "int",
+        INT_FILTERS,
+        INT_MAPS,
+        ("n", "upto", "stop", "end", "limit_n", "top", "bound"),
+        ("i", "j", "num", "m", "q", "t", "z"),
+        "the integers from {lo} to {p}",
+        "the integers from {lo} to {p} that are {filter}",
+        "for {v} in range({lo}, {p} + 1):",
+        lambda r: r.randint(0, 30),
+    ),
+    "words": Theme(
+        "words",
+        "str",
+        WORD_FILTERS,
+        WORD_MAPS,
+        ("text", "s", "sentence", "line", "phrase", "msg", "title", "caption"),
+        ("w", "word", "tok", "part", "token", "piece", "chunk"),
+        "the words of {p}",
+        "the words of {p} {filter}",
+        "for {v} in {p}.split():",
+        _sentence,
+    ),
+    "chars": Theme(
+        "chars",
+        "str",
+        CHAR_FILTERS,
+        CHAR_MAPS,
+        ("s", "word", "text", "label", "name", "code", "key", "tag"),
+        ("ch", "c", "letter", "char", "sym", "glyph", "ltr"),
+        "the characters of {p}",
+        "the characters of {p} that are {filter}",
+        "for {v} in {p}:",
+        _chars,
+    ),
+    "records": Theme(
+        "records",
+        "rec",
+        REC_FILTERS,
+        REC_MAPS,
+        ("d", "counts", "table", "stock", "scores", "tally", "prices", "sizes"),
+        ("key", "name", "k", "item", "label", "tag", "entry"),
+        "the entries of {p}",
+        "the entries of {p} {filter}",
+        "for {key} in sorted({p}):",
+        _record,
+    ),
+}
 
 
 def _fmt(text: str, **kw) -> str:
@@ -272,8 +480,16 @@ def _part_kw(part: Part, k) -> dict:
     return {} if k is None else {"k": k}
 
 
-def compose(theme: Theme, flt: Part | None, fk, mp: Part | None, mk, red: Reducer, arg: bool,
-            rng: random.Random) -> FuncTemplate | None:  # fmt: skip
+def compose(
+    theme: Theme,
+    flt: Part | None,
+    fk,
+    mp: Part | None,
+    mk,
+    red: Reducer,
+    arg: bool,
+    rng: random.Random,
+) -> FuncTemplate | None:
     """One function from its parts, identifiers drawn from `rng`; None when the parts do not fit
     (a map's type the reducer does not take, a count with a map, ...)."""
     item_t = "int" if theme.items == "int" else "str" if theme.items == "str" else None
@@ -338,8 +554,9 @@ def compose(theme: Theme, flt: Part | None, fk, mp: Part | None, mk, red: Reduce
     lines += [f"    {loop}"] + ["        " + s for s in inner]
     lines.append("    return " + _fmt(red.ret, acc=acc, sep=sep))
     mode = "arg" if arg else "fixed"
-    structure = "/".join([theme.name, flt.kind if flt else "-", mp.kind if mp else "-", red.kind,
-                          mode])  # fmt: skip
+    structure = "/".join(
+        [theme.name, flt.kind if flt else "-", mp.kind if mp else "-", red.kind, mode]
+    )
     parts = [red.name if red.kind != "join" else f"joined{_SEP_NAMES[sep]}"]
     if mp is not None:
         parts.append(_fmt(mp.name, **_part_kw(mp, mk)))
@@ -352,8 +569,9 @@ def compose(theme: Theme, flt: Part | None, fk, mp: Part | None, mk, red: Reduce
     gen = _make_gen(theme, flt, fk, arg)
     source = "\n".join(lines) + "\n"
     ident = hashlib.sha256(source.encode()).hexdigest()[:12]
-    return FuncTemplate(f"{structure}:{ident}", structure, theme.name, (name, alt),
-                        sig, source, gen, red.returns)  # fmt: skip
+    return FuncTemplate(
+        f"{structure}:{ident}", structure, theme.name, (name, alt), sig, source, gen, red.returns
+    )
 
 
 _ACCUMULATE = re.compile(r"^(\w+) = \1 ([+*]) (.+)$")
@@ -413,8 +631,26 @@ def held_out_structure(seed: int, structure: str, share: float = 0.2) -> bool:
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_KEYWORDS = {"def", "return", "for", "in", "if", "not", "is", "None", "and", "or", "len", "range",
-             "sorted", "abs", "ord", "set", "True", "False"}  # fmt: skip
+_KEYWORDS = {
+    "def",
+    "return",
+    "for",
+    "in",
+    "if",
+    "not",
+    "is",
+    "None",
+    "and",
+    "or",
+    "len",
+    "range",
+    "sorted",
+    "abs",
+    "ord",
+    "set",
+    "True",
+    "False",
+}
 
 
 def normalised_body(tpl: FuncTemplate) -> str:
@@ -543,8 +779,14 @@ def load_source(source: str) -> dict:
 _TRIVIAL = ("None", "0", "[]", "''", "{}", "1")
 
 
-def informative_calls(ns: dict, name: str, gen: Callable[[random.Random], tuple],
-                      rng: random.Random, k: int, tries: int = 24) -> list[tuple[str, str]]:  # fmt: skip
+def informative_calls(
+    ns: dict,
+    name: str,
+    gen: Callable[[random.Random], tuple],
+    rng: random.Random,
+    k: int,
+    tries: int = 24,
+) -> list[tuple[str, str]]:
     """`k` distinct calls of `name` (defined in `ns`) with their outputs, chosen from `tries`
     draws so that outputs differ and few are trivial (None, 0, empty): tests that tell a
     function from its neighbours in the space, not only from garbage."""

@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 Domain = Literal["web", "code", "math", "junk"]
-SPAM = ["BUY NOW!!! Best deals at cheap-deals.example, click here >>>",
-        "Subscribe to our newsletter for FREE prizes!!! Limited offer!!!",
-        "Cookie settings | Privacy policy | Terms of use | Sitemap | Login"]  # fmt: skip
+SPAM = [
+    "BUY NOW!!! Best deals at cheap-deals.example, click here >>>",
+    "Subscribe to our newsletter for FREE prizes!!! Limited offer!!!",
+    "Cookie settings | Privacy policy | Terms of use | Sitemap | Login",
+]
 NEAR_EMPTY = ["", " ", "\n\n", "ok", "Page not found.", "null", "TODO"]
 TRAILERS = ["Last updated 2021.", "Share this page.", "(edited)", "Source: archive copy."]
 

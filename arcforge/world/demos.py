@@ -17,17 +17,37 @@ from dataclasses import dataclass, field
 
 from arcforge.types import Message, Task, Tool, ToolCall
 
-NEED = {"born_in": "birthplace", "lives_in": "home city", "works_for": "employer",
-        "born_year": "birth year", "occupation": "occupation", "located_in": "country",
-        "population": "population", "founded_by": "founder", "headquartered_in": "headquarters city",
-        "founded_year": "founding year", "industry": "industry", "created_by": "creator",
-        "published_by": "publisher", "published_year": "publication year",
-        "work_type": "kind of work", "capital": "capital"}  # fmt: skip
+NEED = {
+    "born_in": "birthplace",
+    "lives_in": "home city",
+    "works_for": "employer",
+    "born_year": "birth year",
+    "occupation": "occupation",
+    "located_in": "country",
+    "population": "population",
+    "founded_by": "founder",
+    "headquartered_in": "headquarters city",
+    "founded_year": "founding year",
+    "industry": "industry",
+    "created_by": "creator",
+    "published_by": "publisher",
+    "published_year": "publication year",
+    "work_type": "kind of work",
+    "capital": "capital",
+}
 MODES = ("interleaved", "preserved", "dropped", "turn_level")
-WRONG_RELATION = {"born_in": "birthplace", "lives_in": "home", "works_for": "employer",
-                  "founded_by": "founder", "created_by": "author", "published_by": "publisher",
-                  "headquartered_in": "headquarters", "located_in": "country",
-                  "founded_year": "year", "capital": "capital_city"}  # fmt: skip
+WRONG_RELATION = {
+    "born_in": "birthplace",
+    "lives_in": "home",
+    "works_for": "employer",
+    "founded_by": "founder",
+    "created_by": "author",
+    "published_by": "publisher",
+    "headquartered_in": "headquarters",
+    "located_in": "country",
+    "founded_year": "year",
+    "capital": "capital_city",
+}
 
 
 @dataclass
@@ -46,14 +66,27 @@ class Demo:
         return self.task_ids or ([self.task_id] if self.task_id else [])
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "messages": [m.to_dict() for m in self.messages],
-                "tools": self.tools, "mode": self.mode, "task_id": self.task_id,
-                "task_ids": self.shown()}  # fmt: skip
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "messages": [m.to_dict() for m in self.messages],
+            "tools": self.tools,
+            "mode": self.mode,
+            "task_id": self.task_id,
+            "task_ids": self.shown(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> Demo:
-        return cls(d["id"], d["kind"], [Message.from_dict(m) for m in d["messages"]], d["tools"],
-                   d["mode"], d["task_id"], list(d.get("task_ids", [])))  # fmt: skip
+        return cls(
+            d["id"],
+            d["kind"],
+            [Message.from_dict(m) for m in d["messages"]],
+            d["tools"],
+            d["mode"],
+            d["task_id"],
+            list(d.get("task_ids", [])),
+        )
 
 
 def reasoning_demo(task: Task, thinking: bool) -> list[Message]:
@@ -139,22 +172,32 @@ def correction_demo(task: Task, tools: dict[str, Tool], rng: random.Random) -> l
 
 def chat_demo(task: Task) -> list[Message]:
     rules = "; ".join(c["type"] for c in task.validation.constraints)
-    return [Message("user", task.instruction),
-            Message("assistant", task.metadata["solution"], reasoning=f"Constraints to meet: {rules}.")]  # fmt: skip
+    return [
+        Message("user", task.instruction),
+        Message("assistant", task.metadata["solution"], reasoning=f"Constraints to meet: {rules}."),
+    ]
 
 
 def code_demo(task: Task) -> list[Message]:
     name = task.metadata["entry_point"]
     body = task.metadata.get("body") if task.context.get("stub") else None
     sol = body or task.metadata["solution"]
-    return [Message("user", task.instruction),
-            Message("assistant", f"```python\n{sol}```", reasoning=f"I will write {name} step by step.")]  # fmt: skip
+    return [
+        Message("user", task.instruction),
+        Message(
+            "assistant", f"```python\n{sol}```", reasoning=f"I will write {name} step by step."
+        ),
+    ]
 
 
 def terminal_demo(task: Task) -> list[Message]:
     script = task.metadata["solution"]
-    return [Message("user", task.instruction),
-            Message("assistant", f"```bash\n{script}\n```", reasoning="A short shell pipeline does it.")]  # fmt: skip
+    return [
+        Message("user", task.instruction),
+        Message(
+            "assistant", f"```bash\n{script}\n```", reasoning="A short shell pipeline does it."
+        ),
+    ]
 
 
 def _swe_change(task: Task) -> str:
@@ -185,20 +228,42 @@ def swe_demo(task: Task) -> list[Message]:
     views = [issue_fn] if issue_fn == fn else [issue_fn, fn]
     for i, name in enumerate(views):
         shown = next(x for x in definitions(bug["mutated"], path) if x.name == name)
-        why = (f"The issue is about `{name}`; I look at its definition." if i == 0
-               else f"`{issue_fn}` looks right, but it calls `{fn}`; I look at that.")  # fmt: skip
+        why = (
+            f"The issue is about `{name}`; I look at its definition."
+            if i == 0
+            else f"`{issue_fn}` looks right, but it calls `{fn}`; I look at that."
+        )
         msgs += [
-            Message("assistant", "", reasoning=why,
-                    tool_calls=[ToolCall("view_function", {"name": name}, f"call_{i}")]),
-            Message("tool", show_definition(shown, bug["mutated"]), tool_call_id=f"call_{i}",
-                    name="view_function"),
-        ]  # fmt: skip
+            Message(
+                "assistant",
+                "",
+                reasoning=why,
+                tool_calls=[ToolCall("view_function", {"name": name}, f"call_{i}")],
+            ),
+            Message(
+                "tool",
+                show_definition(shown, bug["mutated"]),
+                tool_call_id=f"call_{i}",
+                name="view_function",
+            ),
+        ]
     k = len(views)
     return msgs + [
-        Message("assistant", "", reasoning=f"In `{fn}`, {_swe_change(task)}",
-                tool_calls=[ToolCall("replace_function", {"code": fix_code(task)}, f"call_{k}")]),
-        Message("tool", f"ok: replaced {d.name} in {path} (lines {d.start}-{d.end})",
-                tool_call_id=f"call_{k}", name="replace_function"),
-        Message("assistant", f"Fixed `{fn}` in {path}:\n```diff\n{task.metadata['patch']}```",
-                reasoning="The edit restores the intended behaviour."),
-    ]  # fmt: skip
+        Message(
+            "assistant",
+            "",
+            reasoning=f"In `{fn}`, {_swe_change(task)}",
+            tool_calls=[ToolCall("replace_function", {"code": fix_code(task)}, f"call_{k}")],
+        ),
+        Message(
+            "tool",
+            f"ok: replaced {d.name} in {path} (lines {d.start}-{d.end})",
+            tool_call_id=f"call_{k}",
+            name="replace_function",
+        ),
+        Message(
+            "assistant",
+            f"Fixed `{fn}` in {path}:\n```diff\n{task.metadata['patch']}```",
+            reasoning="The edit restores the intended behaviour.",
+        ),
+    ]

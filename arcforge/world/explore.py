@@ -38,12 +38,20 @@ def explore_targets(repo: Repo) -> list[tuple[str, str, str]]:
 
 def explore_task(repo: Repo, path: str, name: str, doc: str, max_reads: int = 2) -> Task:
     what = _describe(doc).rstrip(".")
-    ins = (f"The repository {repo.name} is checked out. Without being told any file name, find "
-           f"the source file that implements the function which {what}. Use list_files and "
-           f"read_file (open at most {max_reads} files), then reply 'Answer: <path>'.")  # fmt: skip
-    return Task("", "explore", ins, context={"repo": repo.name},  # type: ignore[arg-type]
-                tools=["list_files", "read_file"], difficulty=0.5,
-                metadata={"target": path, "function": name, "max_reads": max_reads})  # fmt: skip
+    ins = (
+        f"The repository {repo.name} is checked out. Without being told any file name, find "
+        f"the source file that implements the function which {what}. Use list_files and "
+        f"read_file (open at most {max_reads} files), then reply 'Answer: <path>'."
+    )
+    return Task(
+        "",
+        "explore",
+        ins,
+        context={"repo": repo.name},  # type: ignore[arg-type]
+        tools=["list_files", "read_file"],
+        difficulty=0.5,
+        metadata={"target": path, "function": name, "max_reads": max_reads},
+    )
 
 
 def explore_tasks(repos: list[Repo], seed: int, n: int, split: str = "test") -> list[Task]:

@@ -17,10 +17,32 @@ from arcforge.world.names import NameBank
 
 EntityType = Literal["person", "city", "country", "org", "work"]
 
-OCCUPATIONS = ["engineer", "painter", "chemist", "pilot", "teacher", "architect", "composer",
-               "farmer", "historian", "sailor", "baker", "surveyor"]  # fmt: skip
-INDUSTRIES = ["shipping", "software", "textiles", "mining", "publishing", "robotics",
-              "agriculture", "optics", "energy", "medicine"]  # fmt: skip
+OCCUPATIONS = [
+    "engineer",
+    "painter",
+    "chemist",
+    "pilot",
+    "teacher",
+    "architect",
+    "composer",
+    "farmer",
+    "historian",
+    "sailor",
+    "baker",
+    "surveyor",
+]
+INDUSTRIES = [
+    "shipping",
+    "software",
+    "textiles",
+    "mining",
+    "publishing",
+    "robotics",
+    "agriculture",
+    "optics",
+    "energy",
+    "medicine",
+]
 WORK_TYPES = ["book", "film", "software"]
 
 # relation -> human phrase used by pages, questions and tool errors
@@ -91,8 +113,10 @@ class KB:
         return name in self.by_name
 
     def to_dict(self) -> dict:
-        return {"entities": [asdict(e) for e in self.entities],
-                "triples": [asdict(t) for t in self.triples]}  # fmt: skip
+        return {
+            "entities": [asdict(e) for e in self.entities],
+            "triples": [asdict(t) for t in self.triples],
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> KB:
@@ -112,8 +136,15 @@ def _zipf_popularity(rng: random.Random, n: int, max_pop: int) -> list[int]:
     return pops
 
 
-def build_kb(rng: random.Random, names: NameBank, n_people: int, n_places: int, n_orgs: int,
-             n_works: int, heldout_frac: float) -> KB:  # fmt: skip
+def build_kb(
+    rng: random.Random,
+    names: NameBank,
+    n_people: int,
+    n_places: int,
+    n_orgs: int,
+    n_works: int,
+    heldout_frac: float,
+) -> KB:
     """Sample entities and relations. Args are entity counts; cities = n_places, countries ~ /8."""
     n_places = max(n_places, 3)
     countries = [names.country() for _ in range(max(3, n_places // 8))]
@@ -154,8 +185,13 @@ def build_kb(rng: random.Random, names: NameBank, n_people: int, n_places: int, 
         add(w, "published_year", rng.randint(1920, 2024))
 
     entities: list[Entity] = []
-    for etype, group, max_pop in (("country", countries, 4), ("city", cities, 12),
-                                  ("person", people, 10), ("org", orgs, 10), ("work", works, 6)):  # fmt: skip
+    for etype, group, max_pop in (
+        ("country", countries, 4),
+        ("city", cities, 12),
+        ("person", people, 10),
+        ("org", orgs, 10),
+        ("work", works, 6),
+    ):
         pops = _zipf_popularity(rng, len(group), max_pop)
         for name, pop in zip(group, pops):
             held = etype in ("person", "work", "org") and rng.random() < heldout_frac

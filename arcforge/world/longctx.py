@@ -52,9 +52,13 @@ def _needle_item(rng: random.Random, names: NameBank, filler: list[str], target:
 
 
 def _dialogue_item(rng: random.Random, names: NameBank, kb: KB, target: int) -> LongItem:
-    thing, value = rng.choice([("locker number", str(rng.randint(10, 999))),
-                               ("favourite colour", rng.choice(["teal", "amber", "violet"])),
-                               ("pet's name", names.token().capitalize())])  # fmt: skip
+    thing, value = rng.choice(
+        [
+            ("locker number", str(rng.randint(10, 999))),
+            ("favourite colour", rng.choice(["teal", "amber", "violet"])),
+            ("pet's name", names.token().capitalize()),
+        ]
+    )
     turns = [
         f"User: Please remember that my {thing} is {value}.\nAssistant: Noted, your {thing} is {value}."
     ]
@@ -65,8 +69,9 @@ def _dialogue_item(rng: random.Random, names: NameBank, kb: KB, target: int) -> 
     return LongItem("\n\n".join(turns), f"What is my {thing}?", value, "dialogue")
 
 
-def make_long_items(kb: KB, pages: list[Page], n: int, target_chars: int, split: str,
-                    rng: random.Random) -> list[LongItem]:  # fmt: skip
+def make_long_items(
+    kb: KB, pages: list[Page], n: int, target_chars: int, split: str, rng: random.Random
+) -> list[LongItem]:
     """`n` items of about `target_chars` characters; every third one is a dialogue."""
     half = 0 if split == "train" else 1
     filler = [p.text for i, p in enumerate(pages) if i % 2 == half] or [p.text for p in pages]

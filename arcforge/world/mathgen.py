@@ -14,23 +14,47 @@ from dataclasses import dataclass, field
 
 # theme: (item, start, add, sub, mul, question); {n} person, {a}/{b} numbers, {x} item
 THEMES: dict[str, tuple[str, str, str, str, str, str]] = {
-    "shopping": ("apples", "{n} has {a} {x}.", "{n} buys {b} more {x}.",
-                 "{n} gives away {b} {x}.", "{n} then ends up with {b} times as many {x}.",
-                 "How many {x} does {n} have now?"),
-    "travel": ("kilometres", "A bus driven by {n} travels {a} {x}.",
-               "It then travels another {b} {x}.", "A detour shortens the total by {b} {x}.",
-               "The whole trip is repeated until the total is {b} times as long.",
-               "How many {x} does the bus travel in total?"),
-    "inventory": ("crates", "A warehouse run by {n} holds {a} {x}.", "A truck delivers {b} {x}.",
-                  "{b} {x} are shipped out.", "Then the stock grows to {b} times its size.",
-                  "How many {x} are in the warehouse now?"),
-    "savings": ("coins", "{n} saves {a} {x}.", "{n} earns {b} more {x}.",
-                "{n} spends {b} {x}.", "A prize multiplies the savings by {b}.",
-                "How many {x} does {n} have?"),
-    "garden": ("seeds", "{n} plants {a} {x}.", "{n} plants {b} more {x}.",
-               "Birds eat {b} of the {x}.", "Each remaining seed becomes {b} seeds.",
-               "How many {x} are there at the end?"),
-}  # fmt: skip
+    "shopping": (
+        "apples",
+        "{n} has {a} {x}.",
+        "{n} buys {b} more {x}.",
+        "{n} gives away {b} {x}.",
+        "{n} then ends up with {b} times as many {x}.",
+        "How many {x} does {n} have now?",
+    ),
+    "travel": (
+        "kilometres",
+        "A bus driven by {n} travels {a} {x}.",
+        "It then travels another {b} {x}.",
+        "A detour shortens the total by {b} {x}.",
+        "The whole trip is repeated until the total is {b} times as long.",
+        "How many {x} does the bus travel in total?",
+    ),
+    "inventory": (
+        "crates",
+        "A warehouse run by {n} holds {a} {x}.",
+        "A truck delivers {b} {x}.",
+        "{b} {x} are shipped out.",
+        "Then the stock grows to {b} times its size.",
+        "How many {x} are in the warehouse now?",
+    ),
+    "savings": (
+        "coins",
+        "{n} saves {a} {x}.",
+        "{n} earns {b} more {x}.",
+        "{n} spends {b} {x}.",
+        "A prize multiplies the savings by {b}.",
+        "How many {x} does {n} have?",
+    ),
+    "garden": (
+        "seeds",
+        "{n} plants {a} {x}.",
+        "{n} plants {b} more {x}.",
+        "Birds eat {b} of the {x}.",
+        "Each remaining seed becomes {b} seeds.",
+        "How many {x} are there at the end?",
+    ),
+}
 OP_SYMBOL = {"add": "+", "sub": "-", "mul": "*"}
 
 

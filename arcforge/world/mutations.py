@@ -24,22 +24,60 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-KINDS = ("operator_swap", "comparison_boundary", "off_by_one", "wrong_return",
-         "dropped_condition", "missing_case", "swapped_arguments", "wrong_default", "wrong_init",
-         "wrong_builtin", "wrong_variable", "wrong_slice", "cross_function")  # fmt: skip
+KINDS = (
+    "operator_swap",
+    "comparison_boundary",
+    "off_by_one",
+    "wrong_return",
+    "dropped_condition",
+    "missing_case",
+    "swapped_arguments",
+    "wrong_default",
+    "wrong_init",
+    "wrong_builtin",
+    "wrong_variable",
+    "wrong_slice",
+    "cross_function",
+)
 
-_BINOP = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "+"), ast.Div: ("/", "//"),
-          ast.FloorDiv: ("//", "%"), ast.Mod: ("%", "//")}  # fmt: skip
-_CMP_SWAP = {ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Lt: ("<", ">"),
-             ast.Gt: (">", "<"), ast.LtE: ("<=", ">="), ast.GtE: (">=", "<=")}  # fmt: skip
-_BOUNDARY = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="),
-             ast.GtE: (">=", ">")}  # fmt: skip
+_BINOP = {
+    ast.Add: ("+", "-"),
+    ast.Sub: ("-", "+"),
+    ast.Mult: ("*", "+"),
+    ast.Div: ("/", "//"),
+    ast.FloorDiv: ("//", "%"),
+    ast.Mod: ("%", "//"),
+}
+_CMP_SWAP = {
+    ast.Eq: ("==", "!="),
+    ast.NotEq: ("!=", "=="),
+    ast.Lt: ("<", ">"),
+    ast.Gt: (">", "<"),
+    ast.LtE: ("<=", ">="),
+    ast.GtE: (">=", "<="),
+}
+_BOUNDARY = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">")}
 _BUILTINS = {"min": "max", "max": "min", "sum": "len", "any": "all", "all": "any"}
-_METHODS = {"upper": "lower", "lower": "upper", "startswith": "endswith", "endswith": "startswith",
-            "lstrip": "rstrip", "rstrip": "lstrip", "strip": "lstrip", "find": "rfind",
-            "rfind": "find", "keys": "values", "values": "keys", "isdigit": "isalpha",
-            "isalpha": "isdigit", "isupper": "islower", "islower": "isupper",
-            "title": "capitalize", "capitalize": "title", "pop": "copy"}  # fmt: skip
+_METHODS = {
+    "upper": "lower",
+    "lower": "upper",
+    "startswith": "endswith",
+    "endswith": "startswith",
+    "lstrip": "rstrip",
+    "rstrip": "lstrip",
+    "strip": "lstrip",
+    "find": "rfind",
+    "rfind": "find",
+    "keys": "values",
+    "values": "keys",
+    "isdigit": "isalpha",
+    "isalpha": "isdigit",
+    "isupper": "islower",
+    "islower": "isupper",
+    "title": "capitalize",
+    "capitalize": "title",
+    "pop": "copy",
+}
 _CHAR_SWAP = {",": ";", ";": ",", " ": "_", "_": "-", "-": "_", ":": "=", "=": ":"}
 _UNBOUNDED = {"range", "ljust", "rjust", "center", "zfill", "repeat"}  # args never a variable
 
@@ -76,7 +114,9 @@ class _Source:
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         n: ast.expr = node  # type: ignore[assignment]
-        return self.off(n.lineno, n.col_offset), self.off(n.end_lineno or n.lineno, n.end_col_offset or 0)  # fmt: skip
+        return self.off(n.lineno, n.col_offset), self.off(
+            n.end_lineno or n.lineno, n.end_col_offset or 0
+        )
 
     def text(self, a: int, b: int) -> str:
         return self.data[a:b].decode()
@@ -103,7 +143,11 @@ def _params(fn: ast.FunctionDef) -> list[str]:
 def _arity(fn: ast.FunctionDef) -> tuple[int, int, set[str]]:
     """(required positional, max positional, keyword names) of a plain function."""
     pos = [*fn.args.posonlyargs, *fn.args.args]
-    return len(pos) - len(fn.args.defaults), len(pos), {p.arg for p in [*fn.args.args, *fn.args.kwonlyargs]}  # fmt: skip
+    return (
+        len(pos) - len(fn.args.defaults),
+        len(pos),
+        {p.arg for p in [*fn.args.args, *fn.args.kwonlyargs]},
+    )
 
 
 def _parents(fn: ast.AST) -> dict[ast.AST, ast.AST]:
@@ -160,7 +204,7 @@ def _calls_graph(tree: ast.Module) -> dict[str, set[str]]:
             c.func.id
             for c in ast.walk(n)
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in funcs
-        }  # fmt: skip
+        }
         for n in tree.body
         if isinstance(n, ast.FunctionDef)
     }
@@ -229,8 +273,11 @@ def _function_sites(fn: ast.FunctionDef, src: _Source, tree: ast.Module) -> Iter
             a0, a1 = node.args[0], node.args[1]
             s0, s1 = src.seg(a0), src.seg(a1)
             if s0 != s1:
-                sites.add("swapped_arguments", [(*src.span(a0), s1), (*src.span(a1), s0)],
-                          f"arguments `{s0}` and `{s1}` swapped")  # fmt: skip
+                sites.add(
+                    "swapped_arguments",
+                    [(*src.span(a0), s1), (*src.span(a1), s0)],
+                    f"arguments `{s0}` and `{s1}` swapped",
+                )
     _missing_cases(fn, sites, src)
     _defaults(fn, sites)
     _inits(fn, sites, src)

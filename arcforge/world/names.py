@@ -9,17 +9,57 @@ from __future__ import annotations
 import random
 
 ONSETS = [
-    "b", "br", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "pr",
-    "r", "s", "sk", "st", "t", "th", "tr", "v", "vr", "z", "zh", "qu", "y",
-]  # fmt: skip
+    "b",
+    "br",
+    "d",
+    "dr",
+    "f",
+    "g",
+    "gr",
+    "h",
+    "k",
+    "kr",
+    "l",
+    "m",
+    "n",
+    "p",
+    "pr",
+    "r",
+    "s",
+    "sk",
+    "st",
+    "t",
+    "th",
+    "tr",
+    "v",
+    "vr",
+    "z",
+    "zh",
+    "qu",
+    "y",
+]
 VOWELS = ["a", "e", "i", "o", "u", "ae", "ai", "ou", "ei", "ia", "y"]
 CODAS = ["", "", "", "n", "r", "l", "s", "th", "m", "x", "nd", "rk", "sh", "lt"]
 PLACE_SUFFIX = ["ford", "holm", "mere", "gate", "wick", "haven", "stad", "vale", "burg", "port"]
 ORG_SUFFIX = ["Labs", "Works", "Guild", "Collective", "Foundry", "Systems", "Press", "Studios"]
 WORK_NOUNS = [
-    "River", "Lantern", "Engine", "Garden", "Archive", "Signal", "Harbor", "Mirror",
-    "Compass", "Orchard", "Tower", "Winter", "Circuit", "Atlas", "Ember", "Meadow",
-]  # fmt: skip
+    "River",
+    "Lantern",
+    "Engine",
+    "Garden",
+    "Archive",
+    "Signal",
+    "Harbor",
+    "Mirror",
+    "Compass",
+    "Orchard",
+    "Tower",
+    "Winter",
+    "Circuit",
+    "Atlas",
+    "Ember",
+    "Meadow",
+]
 
 
 def word(rng: random.Random, n_syllables: int) -> str:

@@ -15,8 +15,14 @@ from arcforge.world.kb import KB, RELATIONS, Entity, Triple
 
 LAYOUTS = ["infobox", "prose", "bullets", "table"]
 MAX_INCOMING = 6  # facts where the entity is the object, shown on its page
-NEWS_VERBS = ["announced a new project", "opened an exhibition", "held a public meeting",
-              "released a statement", "celebrated an anniversary", "hosted a festival"]  # fmt: skip
+NEWS_VERBS = [
+    "announced a new project",
+    "opened an exhibition",
+    "held a public meeting",
+    "released a statement",
+    "celebrated an anniversary",
+    "hosted a festival",
+]
 
 
 @dataclass
@@ -61,16 +67,22 @@ def _table(e: Entity, facts: list[Triple], inc: list[Triple]) -> str:
 def _prose(e: Entity, facts: list[Triple], inc: list[Triple]) -> str:
     f = {t.relation: t.object for t in facts}
     if e.type == "person":
-        head = (f"{e.name} (born {f['born_year']} in {f['born_in']}) is a {f['occupation']} "
-                f"who lives in {f['lives_in']}.")  # fmt: skip
+        head = (
+            f"{e.name} (born {f['born_year']} in {f['born_in']}) is a {f['occupation']} "
+            f"who lives in {f['lives_in']}."
+        )
         tail = f" {e.name.split()[0]} works for {f['works_for']}."
     elif e.type == "org":
-        head = (f"{e.name} is a {f['industry']} company founded in {f['founded_year']} by "
-                f"{f['founded_by']}.")  # fmt: skip
+        head = (
+            f"{e.name} is a {f['industry']} company founded in {f['founded_year']} by "
+            f"{f['founded_by']}."
+        )
         tail = f" Its headquarters are in {f['headquartered_in']}."
     elif e.type == "work":
-        head = (f"{e.name} is a {f['work_type']} created by {f['created_by']} and published "
-                f"by {f['published_by']} in {f['published_year']}.")  # fmt: skip
+        head = (
+            f"{e.name} is a {f['work_type']} created by {f['created_by']} and published "
+            f"by {f['published_by']} in {f['published_year']}."
+        )
         tail = ""
     else:
         head = " ".join(fact_sentence(t) for t in facts)
@@ -84,16 +96,21 @@ def _news(e: Entity, facts: list[Triple], inc: list[Triple], rng: random.Random)
     title = f"{e.name} {verb} ({year})"
     known = rng.sample(facts, min(2, len(facts))) + inc[:1]
     background = " ".join(fact_sentence(t) for t in known)
-    text = (f"{title}\n\nIn {year}, {e.name} {verb}. Observers gathered to follow the event. "
-            f"For background: {background} More details are expected later this year.")  # fmt: skip
+    text = (
+        f"{title}\n\nIn {year}, {e.name} {verb}. Observers gathered to follow the event. "
+        f"For background: {background} More details are expected later this year."
+    )
     return title, text
 
 
 def _list_pages(kb: KB) -> list[tuple[str, str, str, list[str]]]:
     """(title, text, subject, mentions) for 'People born in X', 'Staff of Y', 'Works by Z'."""
     out = []
-    specs = (("city", "born_in", "People born in {}"), ("org", "works_for", "Staff of {}"),
-             ("person", "created_by", "Works by {}"))  # fmt: skip
+    specs = (
+        ("city", "born_in", "People born in {}"),
+        ("org", "works_for", "Staff of {}"),
+        ("person", "created_by", "Works by {}"),
+    )
     for etype, rel, title_fmt in specs:
         for e in kb.of_type(etype):  # type: ignore[arg-type]
             members = [t.subject for t in kb.inc.get(e.name, []) if t.relation == rel]

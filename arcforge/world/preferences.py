@@ -22,9 +22,11 @@ from typing import Any
 from arcforge.types import Task
 from arcforge.world.chat import FILLER_WORDS, check_constraints
 
-PADDING = ("I hope this helps, and feel free to ask if you have any other questions.",
-           "This is a really interesting question and there is a lot to say about it.",
-           "Let me know if you would like me to go into more detail on any part of this.")  # fmt: skip
+PADDING = (
+    "I hope this helps, and feel free to ask if you have any other questions.",
+    "This is a really interesting question and there is a lot to say about it.",
+    "Let me know if you would like me to go into more detail on any part of this.",
+)
 
 
 @dataclass
@@ -83,8 +85,11 @@ def rejected_candidates(
 ) -> list[tuple[str, str]]:
     """(reason, text) candidates for the rejected reply of `task` (not yet checked)."""
     sol = task.metadata["solution"]
-    out = [(f"violates {c['type']}", VIOLATIONS[c["type"]](sol, c, rng))
-           for c in task.validation.constraints if c.get("type") in VIOLATIONS]  # fmt: skip
+    out = [
+        (f"violates {c['type']}", VIOLATIONS[c["type"]](sol, c, rng))
+        for c in task.validation.constraints
+        if c.get("type") in VIOLATIONS
+    ]
     out.append(("verbose", _verbose(sol, rng)))
     if others:
         other = rng.choice(others).metadata["solution"]

@@ -16,23 +16,34 @@ from arcforge.world.kb import KB, Triple
 from arcforge.world.tools import calculate
 
 QUESTION = {
-    "born_in": "Where was {s} born?", "lives_in": "In which city does {s} live?",
-    "works_for": "Which organisation does {s} work for?", "born_year": "In which year was {s} born?",
-    "occupation": "What is the occupation of {s}?", "founded_by": "Who founded {s}?",
+    "born_in": "Where was {s} born?",
+    "lives_in": "In which city does {s} live?",
+    "works_for": "Which organisation does {s} work for?",
+    "born_year": "In which year was {s} born?",
+    "occupation": "What is the occupation of {s}?",
+    "founded_by": "Who founded {s}?",
     "headquartered_in": "In which city is {s} headquartered?",
-    "founded_year": "In which year was {s} founded?", "industry": "Which industry is {s} in?",
-    "created_by": "Who created {s}?", "published_by": "Which organisation published {s}?",
-    "published_year": "In which year was {s} published?", "located_in": "In which country is {s}?",
-    "population": "What is the population of {s}?", "capital": "What is the capital of {s}?",
+    "founded_year": "In which year was {s} founded?",
+    "industry": "Which industry is {s} in?",
+    "created_by": "Who created {s}?",
+    "published_by": "Which organisation published {s}?",
+    "published_year": "In which year was {s} published?",
+    "located_in": "In which country is {s}?",
+    "population": "What is the population of {s}?",
+    "capital": "What is the capital of {s}?",
     "work_type": "What kind of work is {s}?",
-}  # fmt: skip
+}
 NOUN = {
-    "born_in": "the birthplace of {s}", "lives_in": "the home city of {s}",
-    "works_for": "the employer of {s}", "founded_by": "the founder of {s}",
-    "headquartered_in": "the headquarters city of {s}", "created_by": "the creator of {s}",
-    "published_by": "the publisher of {s}", "located_in": "the country of {s}",
+    "born_in": "the birthplace of {s}",
+    "lives_in": "the home city of {s}",
+    "works_for": "the employer of {s}",
+    "founded_by": "the founder of {s}",
+    "headquartered_in": "the headquarters city of {s}",
+    "created_by": "the creator of {s}",
+    "published_by": "the publisher of {s}",
+    "located_in": "the country of {s}",
     "capital": "the capital of {s}",
-}  # fmt: skip
+}
 
 
 @dataclass
@@ -74,8 +85,9 @@ def path_question(rng: random.Random, kb: KB, hops: int, starts: list[str]) -> Q
     path = _walk(rng, kb, rng.choice(starts), hops)
     if path is None:
         return None
-    calls = [{"name": "lookup", "arguments": {"entity": t.subject, "relation": t.relation}}
-             for t in path]  # fmt: skip
+    calls = [
+        {"name": "lookup", "arguments": {"entity": t.subject, "relation": t.relation}} for t in path
+    ]
     return Question(_render(path), path[-1].object, path, calls)
 
 
@@ -94,6 +106,8 @@ def calc_question(rng: random.Random, kb: KB) -> Question:
     ref = rng.randint(2025, 2060)
     expr = f"{ref} - {year}"
     t = Triple(org, "founded_year", year)
-    calls = [{"name": "lookup", "arguments": {"entity": org, "relation": "founded_year"}},
-             {"name": "calculator", "arguments": {"expression": expr}}]  # fmt: skip
+    calls = [
+        {"name": "lookup", "arguments": {"entity": org, "relation": "founded_year"}},
+        {"name": "calculator", "arguments": {"expression": expr}},
+    ]
     return Question(f"How many years old will {org} be in {ref}?", calculate(expr), [t], calls)

@@ -76,8 +76,11 @@ class Bug:
 
     def fixed_definition(self) -> str:
         """The whole definition of `function` as the correct module has it (the oracle fix)."""
-        node = next(n for n in ast.parse(self.original).body
-                    if isinstance(n, ast.FunctionDef) and n.name == self.function)  # fmt: skip
+        node = next(
+            n
+            for n in ast.parse(self.original).body
+            if isinstance(n, ast.FunctionDef) and n.name == self.function
+        )
         lines = self.original.splitlines(keepends=True)
         return "".join(lines[node.lineno - 1 : node.end_lineno])
 
@@ -110,10 +113,16 @@ class Repo:
         def sub(text: str) -> str:
             return text.replace(self.package, package).replace(self.name, name)
 
-        return Repo(name, package, {sub(p): sub(t) for p, t in self.files.items()},
-                    {sub(p): sub(t) for p, t in self.tests.items()}, sub(self.description),
-                    [TestCase(sub(c.path), c.test, c.call, c.expected) for c in self.cases],
-                    self.split, self.probe_calls)  # fmt: skip
+        return Repo(
+            name,
+            package,
+            {sub(p): sub(t) for p, t in self.files.items()},
+            {sub(p): sub(t) for p, t in self.tests.items()},
+            sub(self.description),
+            [TestCase(sub(c.path), c.test, c.call, c.expected) for c in self.cases],
+            self.split,
+            self.probe_calls,
+        )
 
     def functions(self) -> list[str]:
         """The names of the functions its modules define, in file order."""
@@ -130,8 +139,10 @@ class Repo:
         issue names into view_function / replace_function)."""
         import re
 
-        pats = [(re.compile(rf"(?<![A-Za-z0-9_]){re.escape(o)}(?![A-Za-z0-9_])"), n)
-                for o, n in sorted(names.items(), key=lambda kv: -len(kv[0]))]  # fmt: skip
+        pats = [
+            (re.compile(rf"(?<![A-Za-z0-9_]){re.escape(o)}(?![A-Za-z0-9_])"), n)
+            for o, n in sorted(names.items(), key=lambda kv: -len(kv[0]))
+        ]
 
         def sub(text: str) -> str:
             for pat, new in pats:
@@ -143,10 +154,16 @@ class Repo:
                 text = text.replace(f"test_{old}_", f"test_{new}_")
             return text
 
-        return Repo(self.name, self.package, {p: sub(t) for p, t in self.files.items()},
-                    {p: sub(sub_tests(t)) for p, t in self.tests.items()}, self.description,
-                    [TestCase(c.path, sub_tests(c.test), sub(c.call), c.expected) for c in self.cases],
-                    self.split, {names.get(f, f): [sub(c) for c in cs] for f, cs in self.probe_calls.items()})  # fmt: skip
+        return Repo(
+            self.name,
+            self.package,
+            {p: sub(t) for p, t in self.files.items()},
+            {p: sub(sub_tests(t)) for p, t in self.tests.items()},
+            self.description,
+            [TestCase(c.path, sub_tests(c.test), sub(c.call), c.expected) for c in self.cases],
+            self.split,
+            {names.get(f, f): [sub(c) for c in cs] for f, cs in self.probe_calls.items()},
+        )
 
     def run_tests(self, files: dict[str, str] | None = None) -> dict[str, bool]:
         """In-process run of every test: node id -> passed. `files` overrides module sources."""
@@ -254,10 +271,25 @@ class Repo:
         hidden = add_tests(self.workspace_tests(removed)[tpath], f"{self.package}.{stem}", new)
         ids = [f"{tpath}::{name}" for name, _, _ in new]
         kept = [n for n, ok in results.items() if ok]
-        return Bug(self.name, path, self.files[path], m.mutated, m.kind, m.function, m.line,
-                   self._issue(path, ns_bug, issue[1], issue[2]), unified_diff(path, m.mutated, self.files[path]),
-                   ids[: len(f2p)], kept + ids[len(f2p) :], m.end_line, issue[0], issue[1], m.detail,
-                   {tpath: hidden}, removed)  # fmt: skip
+        return Bug(
+            self.name,
+            path,
+            self.files[path],
+            m.mutated,
+            m.kind,
+            m.function,
+            m.line,
+            self._issue(path, ns_bug, issue[1], issue[2]),
+            unified_diff(path, m.mutated, self.files[path]),
+            ids[: len(f2p)],
+            kept + ids[len(f2p) :],
+            m.end_line,
+            issue[0],
+            issue[1],
+            m.detail,
+            {tpath: hidden},
+            removed,
+        )
 
     def _name_tests(self, tpath: str, calls: list[tuple[str, str, str]]) -> list[tuple]:
         """[(test name, call, expected)]: `test_<function>_<k>`, k counting on from the
@@ -279,8 +311,10 @@ class Repo:
         actual = call_repr(ns_bug, call) if ns_bug is not None else "raises an error on import"
         fn = call.split("(")[0]
         shown = actual if actual.startswith("raises") else f"returns {actual}"
-        return (f"`{fn}` gives a wrong result\n\nCalling `{call}` (from `{path}`) {shown}, "
-                f"but {expected} was expected.")  # fmt: skip
+        return (
+            f"`{fn}` gives a wrong result\n\nCalling `{call}` (from `{path}`) {shown}, "
+            f"but {expected} was expected."
+        )
 
     def materialize(self, root: str | Path, git: bool = False, bug: Bug | None = None) -> list[str]:
         """Write the repo under `root`. Without git, a given bug is applied (the SWE base state:
@@ -308,8 +342,9 @@ class Repo:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    lines = difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                 f"a/{path}", f"b/{path}")  # fmt: skip
+    lines = difflib.unified_diff(
+        before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
+    )
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
@@ -320,8 +355,14 @@ def _write(root: Path, files: dict[str, str]) -> None:
         p.write_text(text)
 
 
-_GIT_ID = ["-c", "user.name=arcforge", "-c", "user.email=world@arcforge.local",
-           "-c", "commit.gpgsign=false"]  # fmt: skip
+_GIT_ID = [
+    "-c",
+    "user.name=arcforge",
+    "-c",
+    "user.email=world@arcforge.local",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 
 def _git(root: Path, *args: str) -> str:
@@ -348,8 +389,9 @@ COMPOSITE_NAMES = ("score", "delta", "balance", "gauge", "metric", "tally", "mea
 COMBINE = (("+", "plus"), ("-", "minus"), ("*", "times"))
 
 
-def _composite(rng: random.Random, chosen: list[tuple[FuncTemplate, str]], taken: set[str]
-               ) -> tuple[str, str, FuncTemplate] | None:  # fmt: skip
+def _composite(
+    rng: random.Random, chosen: list[tuple[FuncTemplate, str]], taken: set[str]
+) -> tuple[str, str, FuncTemplate] | None:
     """A function that calls two int-returning functions of the module on its argument and
     combines their results: what a cross-function bug needs (None when the module has no two)."""
     ints = [(t, n) for t, n in chosen if t.returns == "int" and "," not in t.params]
@@ -357,9 +399,13 @@ def _composite(rng: random.Random, chosen: list[tuple[FuncTemplate, str]], taken
         return None
     (t1, n1), (t2, n2) = rng.sample(ints, 2)
     name = next(
-        (f"{w}_{i}" if i else w for i in range(9) for w in rng.sample(COMPOSITE_NAMES, 3)
-         if (f"{w}_{i}" if i else w) not in taken),
-    )  # fmt: skip
+        (
+            f"{w}_{i}" if i else w
+            for i in range(9)
+            for w in rng.sample(COMPOSITE_NAMES, 3)
+            if (f"{w}_{i}" if i else w) not in taken
+        ),
+    )
     op, word = rng.choice(COMBINE)
     p = {"lists": "xs", "numbers": "n", "words": "text", "chars": "s", "records": "d"}[t1.theme]
     src = (
@@ -369,8 +415,13 @@ def _composite(rng: random.Random, chosen: list[tuple[FuncTemplate, str]], taken
     return name, src, t1
 
 
-def make_repo(rng: random.Random, name: str, n_modules: int, functions: list[FuncTemplate],
-              split: str = "train") -> Repo:  # fmt: skip
+def make_repo(
+    rng: random.Random,
+    name: str,
+    n_modules: int,
+    functions: list[FuncTemplate],
+    split: str = "train",
+) -> Repo:
     """A repo of `n_modules` themed modules (3-5 functions of `functions` each, plus one that
     combines two of them where it can), their pytest files, and 8 more calls per function
     for hidden tests. Module file names are drawn per theme, so a file's name does not follow

@@ -26,13 +26,28 @@ from arcforge.world.kb import KB, RELATIONS
 
 SLIDE_W, SLIDE_H = 1280, 720
 THEMES: dict[str, dict[str, str]] = {
-    "slate": {"bg": "#ffffff", "text": "#1f2937", "accent": "#1d4ed8", "muted": "#4b5563",
-              "panel": "#e5e7eb"},
-    "forest": {"bg": "#fbfdf9", "text": "#14281d", "accent": "#2f6b46", "muted": "#4a5a50",
-               "panel": "#dfeee4"},
-    "sunset": {"bg": "#fffaf3", "text": "#2d1e2f", "accent": "#b4441a", "muted": "#6b5a70",
-               "panel": "#f6e3d3"},
-}  # fmt: skip
+    "slate": {
+        "bg": "#ffffff",
+        "text": "#1f2937",
+        "accent": "#1d4ed8",
+        "muted": "#4b5563",
+        "panel": "#e5e7eb",
+    },
+    "forest": {
+        "bg": "#fbfdf9",
+        "text": "#14281d",
+        "accent": "#2f6b46",
+        "muted": "#4a5a50",
+        "panel": "#dfeee4",
+    },
+    "sunset": {
+        "bg": "#fffaf3",
+        "text": "#2d1e2f",
+        "accent": "#b4441a",
+        "muted": "#6b5a70",
+        "panel": "#f6e3d3",
+    },
+}
 TOPIC_TYPES = ("org", "city")
 
 
@@ -131,12 +146,22 @@ def make_slides_task(kb: KB, topic: str, rng: random.Random, theme: str | None =
     outline = _outline(kb, topic, rng, n_content=rng.randint(2, 3))
     assets = _assets(topic, outline, rng)
     design = DesignRules(palette=list(THEMES[theme].values()))
-    ctx = {"topic": topic, "theme": theme, "outline": outline, "assets": assets,
-           "design": design.to_dict()}  # fmt: skip
+    ctx = {
+        "topic": topic,
+        "theme": theme,
+        "outline": outline,
+        "assets": assets,
+        "design": design.to_dict(),
+    }
     n_bullets = sum(len(s["bullets"]) for s in outline)
-    return Task(id="", kind="slides", instruction=_instruction(ctx), context=ctx,
-                difficulty=round(min(1.0, n_bullets / 12), 3),
-                metadata={"scorer": "slides", "n_slides": len(outline)})  # fmt: skip
+    return Task(
+        id="",
+        kind="slides",
+        instruction=_instruction(ctx),
+        context=ctx,
+        difficulty=round(min(1.0, n_bullets / 12), 3),
+        metadata={"scorer": "slides", "n_slides": len(outline)},
+    )
 
 
 def slides_tasks(kb: KB, n_train: int, n_test: int, seed: int = 0) -> tuple[list[Task], list[Task]]:
@@ -187,11 +212,15 @@ def _slide_html(i: int, s: dict[str, Any], assets: dict[str, dict]) -> str:
         img = f'<img src="{esc(a["src"])}" alt="{esc(a["alt"])}">'
     if i == 0:
         sub = "".join(f"<p>{esc(b)}</p>" for b in s["bullets"])
-        return (f'<section class="slide cover"><div class="row"><div><h1>{esc(s["title"])}</h1>'
-                f"{sub}</div>{img}</div></section>")  # fmt: skip
+        return (
+            f'<section class="slide cover"><div class="row"><div><h1>{esc(s["title"])}</h1>'
+            f"{sub}</div>{img}</div></section>"
+        )
     items = "".join(f"<li>{esc(b)}</li>" for b in s["bullets"])
-    return (f'<section class="slide"><h2>{esc(s["title"])}</h2><div class="row">'
-            f"<ul>{items}</ul>{img}</div></section>")  # fmt: skip
+    return (
+        f'<section class="slide"><h2>{esc(s["title"])}</h2><div class="row">'
+        f"<ul>{items}</ul>{img}</div></section>"
+    )
 
 
 def reference_deck(task: Task) -> str:
@@ -203,6 +232,8 @@ def reference_deck(task: Task) -> str:
     assets = {a["src"]: a for a in ctx["assets"]}
     body = "\n".join(_slide_html(i, s, assets) for i, s in enumerate(ctx["outline"]))
     title = html.escape(ctx["topic"])
-    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{title}</title>\n<style>\n{_CSS.format(**theme)}</style>\n</head>\n<body>\n"
-            f"{body}\n</body>\n</html>\n")  # fmt: skip
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title}</title>\n<style>\n{_CSS.format(**theme)}</style>\n</head>\n<body>\n"
+        f"{body}\n</body>\n</html>\n"
+    )

@@ -34,8 +34,9 @@ SUITES = ("reasoning", "tool", "chat", "long_context", "code", "terminal", "swe"
 Split = tuple[list[Task], list[Task]]
 
 
-def _distinct(make: Callable[[], Task | None], n: int, exclude: set[str] | None = None
-              ) -> list[Task]:  # fmt: skip
+def _distinct(
+    make: Callable[[], Task | None], n: int, exclude: set[str] | None = None
+) -> list[Task]:
     """Draw up to `n` tasks with distinct instructions, none in `exclude` (another suite's
     prompts); gives up after 30n tries."""
     out: list[Task] = []
@@ -62,20 +63,41 @@ def _cut(suite: str, pool: list[Task], n_train: int) -> Split:
 
 def reasoning_tasks(train: list[Problem], test: list[Problem]) -> Split:
     def task(p: Problem) -> Task:
-        meta = {"reasoning": p.reasoning, "steps": p.steps, "n_steps": p.n_steps,
-                "digits": p.digits, "theme": p.theme}  # fmt: skip
-        return Task("", "math", p.question, validation=Validation(answer=str(p.answer)),
-                    difficulty=p.difficulty, metadata=meta)  # fmt: skip
+        meta = {
+            "reasoning": p.reasoning,
+            "steps": p.steps,
+            "n_steps": p.n_steps,
+            "digits": p.digits,
+            "theme": p.theme,
+        }
+        return Task(
+            "",
+            "math",
+            p.question,
+            validation=Validation(answer=str(p.answer)),
+            difficulty=p.difficulty,
+            metadata=meta,
+        )
 
-    return (_finish("reasoning", [task(p) for p in train], "train"),
-            _finish("reasoning", [task(p) for p in test], "test"))  # fmt: skip
+    return (
+        _finish("reasoning", [task(p) for p in train], "train"),
+        _finish("reasoning", [task(p) for p in test], "test"),
+    )
 
 
 def _question_task(kind: str, q: Question, tools: list[str], meta: dict) -> Task:
     path = [[t.subject, t.relation, t.object] for t in q.path]
-    return Task("", kind, q.text, tools=tools, validation=Validation(answer=q.answer),  # type: ignore[arg-type]
-                difficulty=min(1.0, (q.hops + (1 if q.calls and q.calls[-1]["name"] == "calculator" else 0)) / 4),
-                metadata={"hops": q.hops, "path": path, "calls": q.calls, **meta})  # fmt: skip
+    return Task(
+        "",
+        kind,
+        q.text,
+        tools=tools,
+        validation=Validation(answer=q.answer),  # type: ignore[arg-type]
+        difficulty=min(
+            1.0, (q.hops + (1 if q.calls and q.calls[-1]["name"] == "calculator" else 0)) / 4
+        ),
+        metadata={"hops": q.hops, "path": path, "calls": q.calls, **meta},
+    )
 
 
 def tool_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
@@ -93,8 +115,15 @@ def tool_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
     return _cut("tool", _distinct(make, n_train + n_test), n_train)
 
 
-def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_test: int,
-                 hops: Sequence[int] = (2, 2, 3), exclude: set[str] | None = None) -> Split:  # fmt: skip
+def search_tasks(
+    rng: random.Random,
+    kb: KB,
+    pages: list[Page],
+    n_train: int,
+    n_test: int,
+    hops: Sequence[int] = (2, 2, 3),
+    exclude: set[str] | None = None,
+) -> Split:
     """Multi-hop questions from low-popularity entities, each hop count drawn from `hops`
     (world option `search_hops`), with the pages that hold each hop's fact as evidence; none
     is a question of `exclude` (the tool suite's: one-hop questions of both look alike)."""
@@ -119,14 +148,21 @@ def search_tasks(rng: random.Random, kb: KB, pages: list[Page], n_train: int, n_
 def chat_tasks(rng: random.Random, kb: KB, n_train: int, n_test: int) -> Split:
     def make() -> Task:
         item = make_chat_item(rng, kb)
-        return Task("", "chat", item.prompt, validation=Validation(constraints=item.constraints),
-                    difficulty=len(item.constraints) / 5, metadata={"solution": item.solution})  # fmt: skip
+        return Task(
+            "",
+            "chat",
+            item.prompt,
+            validation=Validation(constraints=item.constraints),
+            difficulty=len(item.constraints) / 5,
+            metadata={"solution": item.solution},
+        )
 
     return _cut("chat", _distinct(make, n_train + n_test), n_train)
 
 
-def long_context_tasks(kb: KB, pages: list[Page], sizes: list[int], seed: int, n_train: int,
-                       n_test: int) -> Split:  # fmt: skip
+def long_context_tasks(
+    kb: KB, pages: list[Page], sizes: list[int], seed: int, n_train: int, n_test: int
+) -> Split:
     out = []
     for split, n in (("train", n_train), ("test", n_test)):
         tasks = []
@@ -135,10 +171,20 @@ def long_context_tasks(kb: KB, pages: list[Page], sizes: list[int], seed: int, n
             rng = random.Random(f"{seed}:long_context:{split}:{i}")
             item = make_long_items(kb, pages, 1, size, split, rng)[0]
             ins = f"{item.text}\n\nQuestion: {item.question}"
-            tasks.append(Task("", "lm", ins, validation=Validation(answer=item.answer),
-                              difficulty=min(1.0, item.chars / max(sizes)),
-                              metadata={"chars": item.chars, "item_kind": item.kind,
-                                        "question": item.question}))  # fmt: skip
+            tasks.append(
+                Task(
+                    "",
+                    "lm",
+                    ins,
+                    validation=Validation(answer=item.answer),
+                    difficulty=min(1.0, item.chars / max(sizes)),
+                    metadata={
+                        "chars": item.chars,
+                        "item_kind": item.kind,
+                        "question": item.question,
+                    },
+                )
+            )
         out.append(_finish("long_context", tasks, split))
     return out[0], out[1]
 
@@ -150,21 +196,41 @@ def code_task(rng: random.Random, tpl: FuncTemplate, name: str) -> Task:
     src = tpl.render(name)
     ns = load_source(src)
     (example, shown), *graded = informative_calls(ns, name, tpl.gen, rng, 6)
-    asserts = [f"def test_{name}_{i}():\n    assert {call} == {out}\n"
-               for i, (call, out) in enumerate(graded)]  # fmt: skip
+    asserts = [
+        f"def test_{name}_{i}():\n    assert {call} == {out}\n"
+        for i, (call, out) in enumerate(graded)
+    ]
     tests = f"from solution import {name}\n\n\n" + "\n\n".join(asserts)
     stub = tpl.stub(name)
-    ins = (f"Complete the Python function `{name}` below; reply with its body (or the whole "
-           f"function) in a ```python block. For example, `{example}` returns "
-           f"`{shown}`.\n```python\n{stub}```")  # fmt: skip
-    return Task("", "code", ins, context={"stub": stub}, validation=Validation(tests=tests),
-                difficulty=0.5,
-                metadata={"entry_point": name, "solution": src, "body": tpl.body(name),
-                          "template": tpl.key, "structure": tpl.structure})  # fmt: skip
+    ins = (
+        f"Complete the Python function `{name}` below; reply with its body (or the whole "
+        f"function) in a ```python block. For example, `{example}` returns "
+        f"`{shown}`.\n```python\n{stub}```"
+    )
+    return Task(
+        "",
+        "code",
+        ins,
+        context={"stub": stub},
+        validation=Validation(tests=tests),
+        difficulty=0.5,
+        metadata={
+            "entry_point": name,
+            "solution": src,
+            "body": tpl.body(name),
+            "template": tpl.key,
+            "structure": tpl.structure,
+        },
+    )
 
 
-def code_pool(rng: random.Random, functions: list[FuncTemplate], n: int,
-              names: NameBank | None = None, fresh: float = 0.0) -> list[Task]:  # fmt: skip
+def code_pool(
+    rng: random.Random,
+    functions: list[FuncTemplate],
+    n: int,
+    names: NameBank | None = None,
+    fresh: float = 0.0,
+) -> list[Task]:
     """Up to `n` code tasks, one distinct function of `functions` each (in a random order).
     With `fresh` > 0 a task is named, with that chance, by a made-up identifier from `names`
     (whose own rng draws it, so `rng`'s draws stay as they were)."""
@@ -178,8 +244,14 @@ def code_pool(rng: random.Random, functions: list[FuncTemplate], n: int,
     return out
 
 
-def code_tasks(rng: random.Random, space: CodeSpace, n_train: int, n_test: int,
-               names: NameBank | None = None, fresh: float = 0.0) -> Split:  # fmt: skip
+def code_tasks(
+    rng: random.Random,
+    space: CodeSpace,
+    n_train: int,
+    n_test: int,
+    names: NameBank | None = None,
+    fresh: float = 0.0,
+) -> Split:
     """Train tasks come from the space's train functions, test tasks from its held-out ones,
     one distinct function per task. With `fresh` > 0 (world option `code_fresh_names`) train
     tasks may carry made-up names (`code_pool`)."""
@@ -188,8 +260,9 @@ def code_tasks(rng: random.Random, space: CodeSpace, n_train: int, n_test: int,
     return _finish("code", train, "train"), _finish("code", test, "test")
 
 
-def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: int,
-                   fresh: float = 0.0) -> Split:  # fmt: skip
+def terminal_tasks(
+    rng: random.Random, names: NameBank, n_train: int, n_test: int, fresh: float = 0.0
+) -> Split:
     """Per family, a quarter of its distinct instructions (at least one, at most its share of
     `n_test`) is held out; train tasks use the rest (`fresh`: the chance of a made-up value in
     each open slot, `make_scenario`). Train tasks may repeat an instruction
@@ -210,21 +283,35 @@ def terminal_tasks(rng: random.Random, names: NameBank, n_train: int, n_test: in
         test = list({t.instruction: t for t in reversed(drawn) if t.instruction in held}.values())
         train = [t for t in drawn if t.instruction not in held][:k_train]
         by_family.append((train, test[:k_test]))
-    train, test = ([t for row in zip_longest(*side) for t in row if t is not None]
-                   for side in zip(*by_family))  # fmt: skip
+    train, test = (
+        [t for row in zip_longest(*side) for t in row if t is not None] for side in zip(*by_family)
+    )
     return _finish("terminal", train, "train"), _finish("terminal", test, "test")
 
 
 def _terminal_task(s) -> Task:  # s: arcforge.world.terminal.Scenario
-    return Task("", "terminal", s.instruction, context={"init_script": s.init_script},
-                validation=Validation(verify_script=s.verify_script),
-                difficulty=0.75 if s.family in COPY_FAMILIES else 0.5,
-                metadata={"solution": s.solution, "family": s.family, "look": s.look})  # fmt: skip
+    return Task(
+        "",
+        "terminal",
+        s.instruction,
+        context={"init_script": s.init_script},
+        validation=Validation(verify_script=s.verify_script),
+        difficulty=0.75 if s.family in COPY_FAMILIES else 0.5,
+        metadata={"solution": s.solution, "family": s.family, "look": s.look},
+    )
 
 
-def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train: int,
-              n_test: int, names: NameBank | None = None, fresh: float = 0.0,
-              fresh_functions: float = 0.0, balance: random.Random | None = None) -> Split:  # fmt: skip
+def swe_tasks(
+    rng: random.Random,
+    repos: list[Repo],
+    n_test_repos: int,
+    n_train: int,
+    n_test: int,
+    names: NameBank | None = None,
+    fresh: float = 0.0,
+    fresh_functions: float = 0.0,
+    balance: random.Random | None = None,
+) -> Split:
     """Bugs injected in the first `n_test_repos` repos are held out; train bugs come from the
     rest. Held-out bugs take the bug kinds (`mutations.KINDS`) in turn, so every kind is
     represented, and each fixes another function (fewer items when the held-out repos run out).
@@ -258,8 +345,17 @@ def swe_tasks(rng: random.Random, repos: list[Repo], n_test_repos: int, n_train:
     return out[0], out[1]
 
 
-def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names: NameBank | None,
-               fresh: float, fresh_functions: float, tasks: list[Task], seen: set) -> None:  # fmt: skip
+def _draw_bugs(
+    rng: random.Random,
+    group: list[Repo],
+    n: int,
+    split: str,
+    names: NameBank | None,
+    fresh: float,
+    fresh_functions: float,
+    tasks: list[Task],
+    seen: set,
+) -> None:
     """Append to `tasks` until it holds `n` distinct bugs (10n tries), drawn from `group`. A
     test bug tries the kinds the split has least of first (in turn among equals); no two test
     bugs share a function or a fixed definition (a small world may yield fewer than `n`)."""
@@ -269,8 +365,12 @@ def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names:
         repo = origin = rng.choice(group)
         if split == "train" and fresh and names is not None and names.rng.random() < fresh:
             repo = origin.renamed(f"{names.token()}-{names.token()}")
-        if (split == "train" and fresh_functions and names is not None
-                and names.rng.random() < fresh_functions):  # fmt: skip
+        if (
+            split == "train"
+            and fresh_functions
+            and names is not None
+            and names.rng.random() < fresh_functions
+        ):
             made = {f: f"{names.token()}_{names.token()}" for f in repo.functions()}
             repo = repo.functions_renamed(made)
         else:
@@ -299,10 +399,24 @@ def _draw_bugs(rng: random.Random, group: list[Repo], n: int, split: str, names:
             context["renamed_from"] = origin.name
         if made:
             context["functions_renamed"] = made
-        tasks.append(Task("", "swe", bug.issue_text, context=context,
-                          tools=list(WORLD_SWE_TOOLS),
-                          validation=Validation(tests=json.dumps(bug.hidden_tests),
-                                                fail_to_pass=bug.fail_to_pass, pass_to_pass=bug.pass_to_pass),
-                          difficulty=0.5,
-                          metadata={"patch": bug.fix_diff, "bug_kind": bug.kind, "fixed": fixed,
-                                    "detail": bug.detail}))  # fmt: skip
+        tasks.append(
+            Task(
+                "",
+                "swe",
+                bug.issue_text,
+                context=context,
+                tools=list(WORLD_SWE_TOOLS),
+                validation=Validation(
+                    tests=json.dumps(bug.hidden_tests),
+                    fail_to_pass=bug.fail_to_pass,
+                    pass_to_pass=bug.pass_to_pass,
+                ),
+                difficulty=0.5,
+                metadata={
+                    "patch": bug.fix_diff,
+                    "bug_kind": bug.kind,
+                    "fixed": fixed,
+                    "detail": bug.detail,
+                },
+            )
+        )

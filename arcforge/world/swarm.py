@@ -52,13 +52,16 @@ def item_question(entity: str, relation: str) -> str:
 
 
 def wide_instruction(entities: Sequence[str], relation: str) -> str:
-    return (f"For each of {len(entities)} entities ({SEPARATOR.join(entities)}): "
-            f"{QUESTION[relation].format(s='it')} Answer with the values in that order, "
-            f'separated by "{SEPARATOR.strip()} ".')  # fmt: skip
+    return (
+        f"For each of {len(entities)} entities ({SEPARATOR.join(entities)}): "
+        f"{QUESTION[relation].format(s='it')} Answer with the values in that order, "
+        f'separated by "{SEPARATOR.strip()} ".'
+    )
 
 
-def swarm_tasks(world: Any, split: str = "train", n: int | None = None,
-                widths: Sequence[int] = WIDTHS) -> list[Task]:  # fmt: skip
+def swarm_tasks(
+    world: Any, split: str = "train", n: int | None = None, widths: Sequence[int] = WIDTHS
+) -> list[Task]:
     """Wide search tasks of one split (kind "swarm"; see the module docstring).
 
     Args:
@@ -79,10 +82,14 @@ def swarm_tasks(world: Any, split: str = "train", n: int | None = None,
     kb = world.kb
     rng = random.Random(f"{world.config.seed}:swarm:{split}")
     pools = {
-        (etype, rel): [e.name for e in kb.of_type(etype)  # type: ignore[arg-type]
-                       if entity_split(e.name) == split and kb.get(e.name, rel) is not None]
-        for etype, rels in ATTRIBUTES.items() for rel in rels
-    }  # fmt: skip
+        (etype, rel): [
+            e.name
+            for e in kb.of_type(etype)  # type: ignore[arg-type]
+            if entity_split(e.name) == split and kb.get(e.name, rel) is not None
+        ]
+        for etype, rels in ATTRIBUTES.items()
+        for rel in rels
+    }
     keys = sorted(k for k, names in pools.items() if len(names) >= min(widths))
     out: list[Task] = []
     seen: set[str] = set()
@@ -97,29 +104,50 @@ def swarm_tasks(world: Any, split: str = "train", n: int | None = None,
             continue
         seen.add(instruction)
         values = [str(kb.get(e, rel)) for e in names]
-        out.append(Task(f"swarm-{split}-{len(out):05d}", "swarm", instruction,  # type: ignore[arg-type]
-                        validation=Validation(answer=SEPARATOR.join(values)),
-                        source="world:swarm", difficulty=min(1.0, width / 8), split=split,
-                        metadata={"relation": rel, "entities": names, "values": values,
-                                  "width": width}))  # fmt: skip
+        out.append(
+            Task(
+                f"swarm-{split}-{len(out):05d}",
+                "swarm",
+                instruction,  # type: ignore[arg-type]
+                validation=Validation(answer=SEPARATOR.join(values)),
+                source="world:swarm",
+                difficulty=min(1.0, width / 8),
+                split=split,
+                metadata={"relation": rel, "entities": names, "values": values, "width": width},
+            )
+        )
     return out
 
 
 def single_agent_task(task: Task) -> Task:
     """The same wide task for one agent in the search environment (the swarm's baseline)."""
-    return Task(task.id, "search", task.instruction, tools=["search", "open"],
-                validation=Validation(answer=task.validation.answer), source=task.source,
-                difficulty=task.difficulty, split=task.split,
-                metadata=dict(task.metadata))  # fmt: skip
+    return Task(
+        task.id,
+        "search",
+        task.instruction,
+        tools=["search", "open"],
+        validation=Validation(answer=task.validation.answer),
+        source=task.source,
+        difficulty=task.difficulty,
+        split=task.split,
+        metadata=dict(task.metadata),
+    )
 
 
 def subtasks(task: Task) -> list[Task]:
     """Each item of a wide task as a one-hop search Task (with its path, for the expert)."""
     rel = task.metadata["relation"]
-    return [Task(f"{task.id}/item{i}", "search", item_question(e, rel),
-                 tools=["search", "open"], validation=Validation(answer=v),
-                 metadata={"hops": 1, "path": [[e, rel, v]]})
-            for i, (e, v) in enumerate(zip(task.metadata["entities"], task.metadata["values"]))]  # fmt: skip
+    return [
+        Task(
+            f"{task.id}/item{i}",
+            "search",
+            item_question(e, rel),
+            tools=["search", "open"],
+            validation=Validation(answer=v),
+            metadata={"hops": 1, "path": [[e, rel, v]]},
+        )
+        for i, (e, v) in enumerate(zip(task.metadata["entities"], task.metadata["values"]))
+    ]
 
 
 def swarm_expert_script(task: Task, agent: str = "finder") -> list[Message]:
@@ -127,27 +155,48 @@ def swarm_expert_script(task: Task, agent: str = "finder") -> list[Message]:
     parallel stage), then the list as the answer (the script knows it from the task; the
     episode is kept only when the subagents' observations bore it out)."""
     rel, names = task.metadata["relation"], task.metadata["entities"]
-    create = ToolCall("create_subagent", {"name": agent, "instructions": SUBAGENT_INSTRUCTIONS,
-                                          "tools": list(SUBAGENT_TOOLS)})  # fmt: skip
-    assigns = [ToolCall("assign_task", {"agent": agent, "task": item_question(e, rel)})
-               for e in names]  # fmt: skip
-    plan = (f"{len(names)} independent lookups of the {rel.replace('_', ' ')}: one subagent "
-            "runs them in parallel.")  # fmt: skip
+    create = ToolCall(
+        "create_subagent",
+        {"name": agent, "instructions": SUBAGENT_INSTRUCTIONS, "tools": list(SUBAGENT_TOOLS)},
+    )
+    assigns = [
+        ToolCall("assign_task", {"agent": agent, "task": item_question(e, rel)}) for e in names
+    ]
+    plan = (
+        f"{len(names)} independent lookups of the {rel.replace('_', ' ')}: one subagent "
+        "runs them in parallel."
+    )
     answer = SEPARATOR.join(task.metadata["values"])
     return [
         Message("assistant", "", reasoning=plan, tool_calls=[create, *assigns]),
-        Message("assistant", "", reasoning="The subagents found every value.",
-                tool_calls=[ToolCall("answer", {"text": answer})]),
-    ]  # fmt: skip
+        Message(
+            "assistant",
+            "",
+            reasoning="The subagents found every value.",
+            tool_calls=[ToolCall("answer", {"text": answer})],
+        ),
+    ]
 
 
 def single_expert_script(task: Task) -> list[Message]:
     """The scripted single agent on a wide task: one name + relation search per entity (the
     search expert's query, whose first result's snippet shows the fact), then the list."""
     rel = task.metadata["relation"]
-    calls = [Message("assistant", "", reasoning=f"I need the {rel.replace('_', ' ')} of {e}.",
-                     tool_calls=[ToolCall("search", {"query": f"{e} {rel.replace('_', ' ')}"})])
-             for e in task.metadata["entities"]]  # fmt: skip
+    calls = [
+        Message(
+            "assistant",
+            "",
+            reasoning=f"I need the {rel.replace('_', ' ')} of {e}.",
+            tool_calls=[ToolCall("search", {"query": f"{e} {rel.replace('_', ' ')}"})],
+        )
+        for e in task.metadata["entities"]
+    ]
     answer = SEPARATOR.join(task.metadata["values"])
-    return calls + [Message("assistant", "", reasoning="I have every value.",
-                            tool_calls=[ToolCall("answer", {"text": answer})])]  # fmt: skip
+    return calls + [
+        Message(
+            "assistant",
+            "",
+            reasoning="I have every value.",
+            tool_calls=[ToolCall("answer", {"text": answer})],
+        )
+    ]

@@ -29,14 +29,26 @@ from dataclasses import dataclass
 
 from arcforge.world.names import NameBank
 
-FAMILIES = ("count_matching", "sum_column", "rename_ext", "largest_file", "extract_lines",
-            "replace_word", "sort_by_prefix")  # fmt: skip
+FAMILIES = (
+    "count_matching",
+    "sum_column",
+    "rename_ext",
+    "largest_file",
+    "extract_lines",
+    "replace_word",
+    "sort_by_prefix",
+)
 COPY_FAMILIES = ("extract_lines", "replace_word")  # a fresh token is copied into the command
 LOG_WORDS = ["INFO", "WARN", "DEBUG"]
 
 
-def _slot(rng: random.Random, nb: NameBank, values: list[str], fresh: float,
-          make: Callable[[str], str] = str) -> str:  # fmt: skip
+def _slot(
+    rng: random.Random,
+    nb: NameBank,
+    values: list[str],
+    fresh: float,
+    make: Callable[[str], str] = str,
+) -> str:
     """One of `values`, or with probability `fresh` a made-up one (`make` of a fresh token).
     With `fresh` 0 no random number is drawn, so a world without fresh slots stays as it was."""
     if fresh and rng.random() < fresh:
@@ -83,15 +95,18 @@ def _count_matching(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Sce
         init.append(_put(f"{sub}/{nb.token()}.{ext}", lines))
     init.append(_put(f"{d}/notes.txt", [f"{key} in a text file does not count"]))
     init.append(_put(f"{d}/{nb.token()}.{other}", [f"{key} in a .{other} file does not count"]))
-    ins = (f"Count the .{ext} files under {d}/ (including subdirectories) that contain the word "
-           f"{key}, and write the number to {out}.")  # fmt: skip
+    ins = (
+        f"Count the .{ext} files under {d}/ (including subdirectories) that contain the word "
+        f"{key}, and write the number to {out}."
+    )
     sol = f"grep -rl --include='*.{ext}' {key} {d} | wc -l > {out}"
     return Scenario("count_matching", ins, "\n".join(init), _file_is(out, hits), sol, f"ls -R {d}")
 
 
 def _sum_column(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenario:
-    f = _slot(rng, nb, ["sales.csv", "orders.csv", "stock.csv", "costs.csv"], fresh,
-              lambda t: f"{t}.csv")  # fmt: skip
+    f = _slot(
+        rng, nb, ["sales.csv", "orders.csv", "stock.csv", "costs.csv"], fresh, lambda t: f"{t}.csv"
+    )
     cols = rng.sample(["qty", "price", "weight", "units"], rng.randint(2, 3))
     if fresh:
         cols = [nb.token() if rng.random() < fresh else c for c in cols]
@@ -103,8 +118,10 @@ def _sum_column(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scenari
     total = sum(int(r[cols.index(col) + 1]) for r in rows)
     init = _put(f, [",".join(["item", *cols])] + [",".join(r) for r in rows])
     ins = f"{f} has a header line. Write the sum of its {col} column to {out}."
-    sol = (f"awk -F, -v c={col} 'NR==1 {{for (i = 1; i <= NF; i++) if ($i == c) k = i; next}} "
-           f"{{s += $k}} END {{print s}}' {f} > {out}")  # fmt: skip
+    sol = (
+        f"awk -F, -v c={col} 'NR==1 {{for (i = 1; i <= NF; i++) if ($i == c) k = i; next}} "
+        f"{{s += $k}} END {{print s}}' {f} > {out}"
+    )
     return Scenario("sum_column", ins, init, _file_is(out, total), sol, f"head -n 3 {f}")
 
 
@@ -139,11 +156,14 @@ def _largest_file(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scena
     init.append(f"head -c {decoy} /dev/zero > {d}/a/{nb.token()}.{other}")
     pick = max if which == "largest" else min
     best = names[sizes.index(pick(sizes))]
-    ins = (f"Find the {which} .{ext} file under {d}/ and write its file name (no directory) to "
-           f"{out}.")  # fmt: skip
+    ins = (
+        f"Find the {which} .{ext} file under {d}/ and write its file name (no directory) to {out}."
+    )
     end = "tail" if which == "largest" else "head"
-    sol = (f"find {d} -type f -name '*.{ext}' -printf '%s %f\\n' | sort -n | {end} -n 1 | "
-           f"cut -d' ' -f2 > {out}")  # fmt: skip
+    sol = (
+        f"find {d} -type f -name '*.{ext}' -printf '%s %f\\n' | sort -n | {end} -n 1 | "
+        f"cut -d' ' -f2 > {out}"
+    )
     return Scenario("largest_file", ins, "\n".join(init), _file_is(out, best), sol, f"ls -lR {d}")
 
 
@@ -158,8 +178,10 @@ def _extract_lines(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Scen
         lines.append(f"{key} {w}" if rng.random() < 0.5 else f"other {w}")
     lines.append(f"{key} {pool[0]}")
     want = sorted({ln for ln in lines if key in ln.split()})
-    ins = (f"Write the distinct lines of {f} that contain the word {key}, sorted "
-           f"alphabetically, to {out}.")  # fmt: skip
+    ins = (
+        f"Write the distinct lines of {f} that contain the word {key}, sorted "
+        f"alphabetically, to {out}."
+    )
     sol = f"grep -w {key} {f} | sort -u > {out}"
     expected = "\\n".join(want)
     ver = f'[ -f {out} ] && [ "$(cat {out})" = "$(printf "{expected}")" ]'
@@ -185,8 +207,10 @@ def _sort_by_prefix(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Sce
     prefixes = rng.sample(["img", "doc", "aud", "vid", "log", "tmp"], 2)
     files = [(p, f"{p}_{nb.token()}.dat") for p in prefixes for _ in range(rng.randint(1, 3))]
     init = [f"mkdir -p {src}"] + [f"echo {f} > {src}/{f}" for _, f in files]
-    ins = (f"Move each file in {src}/ whose name starts with {prefixes[0]}_ or {prefixes[1]}_ "
-           f"into a directory {dest}/<prefix>/ (for example {dest}/{prefixes[0]}/).")  # fmt: skip
+    ins = (
+        f"Move each file in {src}/ whose name starts with {prefixes[0]}_ or {prefixes[1]}_ "
+        f"into a directory {dest}/<prefix>/ (for example {dest}/{prefixes[0]}/)."
+    )
     sol = "; ".join(f"mkdir -p {dest}/{p} && mv {src}/{p}_* {dest}/{p}/" for p in prefixes)
     checks = [f"[ -f {dest}/{p}/{f} ]" for p, f in files]
     ver = " && ".join([*checks, f'[ -z "$(ls {src})" ]'])
@@ -194,14 +218,19 @@ def _sort_by_prefix(rng: random.Random, nb: NameBank, fresh: float = 0.0) -> Sce
 
 
 _MAKERS: dict[str, Callable[[random.Random, NameBank, float], Scenario]] = {
-    "count_matching": _count_matching, "sum_column": _sum_column, "rename_ext": _rename_ext,
-    "largest_file": _largest_file, "extract_lines": _extract_lines,
-    "replace_word": _replace_word, "sort_by_prefix": _sort_by_prefix,
-}  # fmt: skip
+    "count_matching": _count_matching,
+    "sum_column": _sum_column,
+    "rename_ext": _rename_ext,
+    "largest_file": _largest_file,
+    "extract_lines": _extract_lines,
+    "replace_word": _replace_word,
+    "sort_by_prefix": _sort_by_prefix,
+}
 
 
-def make_scenario(rng: random.Random, names: NameBank, family: str | None = None,
-                  fresh: float = 0.0) -> Scenario:  # fmt: skip
+def make_scenario(
+    rng: random.Random, names: NameBank, family: str | None = None, fresh: float = 0.0
+) -> Scenario:
     """A scenario of `family` (default: a random one); `fresh` is the chance that each
     open slot (directory, output file, keyword, CSV file and columns) takes a made-up value
     instead of one of the family's few usual ones."""

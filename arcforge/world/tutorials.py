@@ -34,6 +34,11 @@ def tutorial_pages(world: Any, n: int) -> list[dict[str, str]]:
             f"Step 3. Check the result (exit code 0 means it worked):\n\n```bash\n{check}\n```\n"
         )
         family = t.metadata.get("family") or "task"
-        pages.append({"url": f"https://howto.world/{family}/{t.id}", "title": f"How to: {goal}",
-                      "text": text})  # fmt: skip
+        pages.append(
+            {
+                "url": f"https://howto.world/{family}/{t.id}",
+                "title": f"How to: {goal}",
+                "text": text,
+            }
+        )
     return pages

@@ -101,25 +101,41 @@ def _adder(rng: random.Random, buggy: bool) -> tuple[dict[str, str], dict]:
     a, b = rng.randint(2, 9), rng.randint(2, 9)
     expr = "a + b" if buggy else "Number(a) + Number(b)"
     files = {"index.html": _ADDER_HTML.format(title=title), "app.js": _ADDER_JS.format(expr=expr)}
-    checks = {"query": f"Create a web page '{title}' that adds two numbers.",
-              "checks": [{"id": "sum", "check": f"Type {a} into the first field and {b} into "
-                          f"the second, click Add: the result shows {a + b}."}]}  # fmt: skip
+    checks = {
+        "query": f"Create a web page '{title}' that adds two numbers.",
+        "checks": [
+            {
+                "id": "sum",
+                "check": f"Type {a} into the first field and {b} into "
+                f"the second, click Add: the result shows {a + b}.",
+            }
+        ],
+    }
     return files, checks
 
 
 def _counter(rng: random.Random, buggy: bool) -> tuple[dict[str, str], dict]:
     title = rng.choice(["Click Counter", "Tally", "Press Count"])
     label, clicks = rng.choice(["Count", "Add one", "Press"]), rng.randint(2, 4)
-    files = {"app.py": _COUNTER_APP.format(title=title, step=2 if buggy else 1),
-             "index.html": _COUNTER_HTML.format(title=title, label=label)}  # fmt: skip
-    checks = {"query": f"Create a counter app '{title}' with a button that adds one per click.",
-              "checks": [{"id": "count", "check": f"Click the '{label}' button {clicks} times: "
-                          f"the count shows {clicks}."}]}  # fmt: skip
+    files = {
+        "app.py": _COUNTER_APP.format(title=title, step=2 if buggy else 1),
+        "index.html": _COUNTER_HTML.format(title=title, label=label),
+    }
+    checks = {
+        "query": f"Create a counter app '{title}' with a button that adds one per click.",
+        "checks": [
+            {
+                "id": "count",
+                "check": f"Click the '{label}' button {clicks} times: the count shows {clicks}.",
+            }
+        ],
+    }
     return files, checks
 
 
-def write_webapp(out_dir: str | Path, app: str = "adder", buggy: bool = False,
-                 seed: int = 0) -> Path:  # fmt: skip
+def write_webapp(
+    out_dir: str | Path, app: str = "adder", buggy: bool = False, seed: int = 0
+) -> Path:
     """Write one project (its files and checks.json) to `out_dir`; returns the directory.
 
     Args:

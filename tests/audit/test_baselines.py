@@ -25,13 +25,17 @@ def test_nearest_prefers_the_exact_duplicate_then_bm25():
 
 
 def test_majority_and_nearest_scored_like_the_suite():
-    train = [_math(0, "Ada has 3 apples and gets 4 more. How many?", "7"),
-             _math(1, "Bo has 10 pears and sells 2. How many are left?", "8"),
-             _math(2, "Cy has 5 plums and eats 3. How many are left?", "2"),
-             _math(3, "Di has 1 fig and gets 6 more. How many?", "7")]  # fmt: skip
-    test = [replace(train[1], id="t-0"),  # a duplicated prompt: nearest gives its answer
-            _math(5, "Ed has 9 nuts and gets 2 more. How many in all?", "11"),
-            _math(6, "Flo has 4 eggs and gets 3 more. How many?", "7")]  # fmt: skip
+    train = [
+        _math(0, "Ada has 3 apples and gets 4 more. How many?", "7"),
+        _math(1, "Bo has 10 pears and sells 2. How many are left?", "8"),
+        _math(2, "Cy has 5 plums and eats 3. How many are left?", "2"),
+        _math(3, "Di has 1 fig and gets 6 more. How many?", "7"),
+    ]
+    test = [
+        replace(train[1], id="t-0"),  # a duplicated prompt: nearest gives its answer
+        _math(5, "Ed has 9 nuts and gets 2 more. How many in all?", "11"),
+        _math(6, "Flo has 4 eggs and gets 3 more. How many?", "7"),
+    ]
     r = suite_baselines(None, "reasoning", train, test)
     # majority "7" (2 of 4 train answers) is right on t-0? no (8), item 5? no (11), item 6: yes
     assert r["majority_answer"] == "7"

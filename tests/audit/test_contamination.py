@@ -19,8 +19,18 @@ WORDS = [f"w{i}" for i in range(60)]  # distinct tokens: every window is unique
 
 
 def test_tokenizer_splits_words_and_punctuation():
-    assert tokenize("def f(x): return x+1") == ["def", "f", "(", "x", ")", ":", "return", "x",
-                                                "+", "1"]  # fmt: skip
+    assert tokenize("def f(x): return x+1") == [
+        "def",
+        "f",
+        "(",
+        "x",
+        ")",
+        ":",
+        "return",
+        "x",
+        "+",
+        "1",
+    ]
 
 
 def test_copied_reference_is_contaminated_and_clean_one_is_not():
@@ -99,7 +109,10 @@ def test_planted_reference_in_a_training_source_is_found(small_world, tmp_path):
     assert target.id in t["ids"]["contaminated"]
     assert t["share"] >= 1 / t["n"]
     assert after["training_sources"][f"jsonl:{leaky}"] == {
-        "texts": 1, "stages": ["mid"], "missing": None}  # fmt: skip
+        "texts": 1,
+        "stages": ["mid"],
+        "missing": None,
+    }
 
 
 def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path):
@@ -116,11 +129,19 @@ def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path)
     (tmp_path / "eval").mkdir()
     res = {"score": 0.25, "ci": [0.1, 0.4], "n": 20}
     (tmp_path / "eval" / f"{first}.json").write_text(json.dumps({"code": res, "lm_loss": res}))
-    (tmp_path / "timing.json").write_text(json.dumps({"setup_seconds": 3.0,
-                                                      "eval_seconds": {first: 5.0}}))  # fmt: skip
+    (tmp_path / "timing.json").write_text(
+        json.dumps({"setup_seconds": 3.0, "eval_seconds": {first: 5.0}})
+    )
     (tmp_path / "checks").mkdir()  # a cached baselines pass (its execution is tested elsewhere)
-    base = {"n": 8, "n_test": 20, "majority": 0.0, "nearest": 0.125, "majority_answer": "x",
-            "executed": True, "seconds": 1.0}  # fmt: skip
+    base = {
+        "n": 8,
+        "n_test": 20,
+        "majority": 0.0,
+        "nearest": 0.125,
+        "majority_answer": "x",
+        "executed": True,
+        "seconds": 1.0,
+    }
     (tmp_path / "checks" / "baselines.json").write_text(
         json.dumps({"suites": {"code": base}, "max_exec": 8, "seconds": 2.0})
     )

@@ -57,7 +57,9 @@ def test_held_out_code_bodies_are_in_no_training_text(world, stages):
 def test_a_leak_is_caught(world, stages):
     """The check is not vacuous: a held-out code solution copied into the corpus is flagged."""
     leaked = world.tasks("code", "test")[0]
-    world.corpus_docs.append(type(world.corpus_docs[0])("leak-0", leaked.metadata["solution"], "code"))
+    world.corpus_docs.append(
+        type(world.corpus_docs[0])("leak-0", leaked.metadata["solution"], "code")
+    )
     try:
         r = check_world(world, stages)["suites"]["code"]
         assert leaked.id in r["ids"]["contaminated"]

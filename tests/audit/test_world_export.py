@@ -12,12 +12,18 @@ from arcforge.world import WorldConfig, build_world
 
 STAGES = [
     {"name": "pretrain", "kind": "pretrain", "sources": [{"source": "world:corpus"}]},
-    {"name": "sft", "kind": "sft", "sources": [{"source": "world:sft/chat"},
-                                               {"source": "jsonl:{run_dir}/synth/gem.jsonl"}]},
+    {
+        "name": "sft",
+        "kind": "sft",
+        "sources": [{"source": "world:sft/chat"}, {"source": "jsonl:{run_dir}/synth/gem.jsonl"}],
+    },
     {"name": "rl", "kind": "rl", "sources": [{"source": "world:reasoning"}]},
-    {"name": "distill", "kind": "distill",
-     "teachers": [{"checkpoint": "sft", "sources": [{"source": "world:chat"}]}]},
-]  # fmt: skip
+    {
+        "name": "distill",
+        "kind": "distill",
+        "teachers": [{"checkpoint": "sft", "sources": [{"source": "world:chat"}]}],
+    },
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +67,16 @@ def test_export_writes_every_suite_and_the_texts_stages_read(small_world, tmp_pa
 
 def test_sft_reads_whole_conversations_and_run_files(small_world, tmp_path):
     (tmp_path / "synth").mkdir()
-    msgs = [{"role": "user", "content": "fix it"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"name": "replace_function", "arguments": {"code": "    return a + b\n"}}]}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"name": "replace_function", "arguments": {"code": "    return a + b\n"}}
+            ],
+        },
+    ]
     (tmp_path / "synth" / "gem.jsonl").write_text(json.dumps({"messages": msgs}) + "\n")
     texts = training_texts(small_world, STAGES[1:2], run_dir=tmp_path)
     (gem,) = texts["jsonl:{run_dir}/synth/gem.jsonl"].texts
@@ -80,8 +93,9 @@ def test_source_file_names_are_plain():
 
 
 def test_cli_world_out_writes_suites_and_text(tmp_path):
-    res = CliRunner().invoke(app, ["world", "configs/smoke.yaml", "world.scale=0.05",
-                                   "--out", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["world", "configs/smoke.yaml", "world.scale=0.05", "--out", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "config.json").exists()  # the saved world, as before
     assert (tmp_path / "suites" / "code" / "test.jsonl").exists()
@@ -89,8 +103,9 @@ def test_cli_world_out_writes_suites_and_text(tmp_path):
     assert "suite swe:" in res.output and "text world_corpus.jsonl" in res.output
     # the exported dir is checked against the config it was exported with
     out = tmp_path / "checks.json"
-    res = CliRunner().invoke(app, ["eval-contamination", str(tmp_path), "--no-baselines",
-                                   "--out", str(out)])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["eval-contamination", str(tmp_path), "--no-baselines", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     checks = json.loads(out.read_text())["contamination"]
     assert set(checks["suites"]) == set(EXPORT_SUITES)

@@ -28,11 +28,21 @@ def test_exact_ids_and_mask_for_a_no_thinking_reply(tokenizer):
     nl = ids(tokenizer, "\n")
     s = lambda t: [sid(tokenizer, t)]  # noqa: E731
     expected = (
-        s("<|user|>") + nl + ids(tokenizer, "Hi") + s("<|end|>") + nl
-        + s("<|assistant|>") + nl + s("<think>") + ids(tokenizer, "\n\n") + s("</think>") + nl
-        + ids(tokenizer, "Hello.") + s("<|end|>")
+        s("<|user|>")
         + nl
-    )  # fmt: skip
+        + ids(tokenizer, "Hi")
+        + s("<|end|>")
+        + nl
+        + s("<|assistant|>")
+        + nl
+        + s("<think>")
+        + ids(tokenizer, "\n\n")
+        + s("</think>")
+        + nl
+        + ids(tokenizer, "Hello.")
+        + s("<|end|>")
+        + nl
+    )
     n_answer = len(ids(tokenizer, "Hello.")) + 1  # the answer and <|end|>
     assert enc.input_ids == expected
     assert enc.loss_mask == [0] * (len(expected) - n_answer - 1) + [1] * n_answer + [0]

@@ -51,13 +51,22 @@ def test_render_of_parsed_reply_reproduces_the_sampled_text():
 @pytest.mark.parametrize(
     "body,error",
     [
-        ('{"name": "f", "arguments": {"a": }}', 'tool call 1: invalid JSON (Expecting value at column 34): {"name": "f", "arguments": {"a": }}'),
-        ('["f", {}]', 'tool call 1: expected a JSON object {"name": "<tool name>", "arguments": {...}}, got array'),
+        (
+            '{"name": "f", "arguments": {"a": }}',
+            'tool call 1: invalid JSON (Expecting value at column 34): {"name": "f", "arguments": {"a": }}',
+        ),
+        (
+            '["f", {}]',
+            'tool call 1: expected a JSON object {"name": "<tool name>", "arguments": {...}}, got array',
+        ),
         ('{"arguments": {}}', 'tool call 1: missing "name"'),
         ('{"name": 3}', 'tool call 1: "name" must be a non-empty string, got 3'),
-        ('{"name": "f", "arguments": "a=1"}', 'tool call 1 (f): "arguments" must be a JSON object, got string'),
+        (
+            '{"name": "f", "arguments": "a=1"}',
+            'tool call 1 (f): "arguments" must be a JSON object, got string',
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_calls_become_errors(body, error):
     p = parse_assistant(f"<tool_call>{body}</tool_call>")
     assert p.tool_calls == []
@@ -122,13 +131,28 @@ TOOLS = {"search": Tool.from_function(search), "other": Tool("other", "", {"type
         ({"query": "a", "k": 2}, None),
         ({"query": "a", "k": 2.0, "mode": "exact", "tags": ["x"]}, None),
         ({"query": "a"}, 'invalid call to "search": missing required argument "k"'),
-        ({"query": "a", "k": "2"}, 'invalid call to "search": argument "k" must be integer, got string \'2\''),
-        ({"query": "a", "k": True}, 'invalid call to "search": argument "k" must be integer, got boolean True'),
-        ({"query": "a", "k": 1, "mode": "slow"}, "invalid call to \"search\": argument \"mode\" must be one of ['fast', 'exact'], got 'slow'"),
-        ({"query": "a", "k": 1, "tags": ["x", 2]}, 'invalid call to "search": argument "tags[1]" must be string, got integer 2'),
-        ({"query": 1, "k": 1, "top": 3}, 'invalid call to "search": unexpected argument(s) "top" (allowed: query, k, mode, tags); argument "query" must be string, got integer 1'),
+        (
+            {"query": "a", "k": "2"},
+            'invalid call to "search": argument "k" must be integer, got string \'2\'',
+        ),
+        (
+            {"query": "a", "k": True},
+            'invalid call to "search": argument "k" must be integer, got boolean True',
+        ),
+        (
+            {"query": "a", "k": 1, "mode": "slow"},
+            "invalid call to \"search\": argument \"mode\" must be one of ['fast', 'exact'], got 'slow'",
+        ),
+        (
+            {"query": "a", "k": 1, "tags": ["x", 2]},
+            'invalid call to "search": argument "tags[1]" must be string, got integer 2',
+        ),
+        (
+            {"query": 1, "k": 1, "top": 3},
+            'invalid call to "search": unexpected argument(s) "top" (allowed: query, k, mode, tags); argument "query" must be string, got integer 1',
+        ),
     ],
-)  # fmt: skip
+)
 def test_validate_call(args, error):
     assert validate_call(ToolCall("search", args), TOOLS) == error
 

@@ -193,11 +193,16 @@ def test_a_tool_schema_renders_the_same_after_a_sorted_json_round_trip():
 
     from arcforge.chat.template import tool_line
 
-    params = {"type": "object",
-              "properties": {"path": {"type": "string", "description": "file"},
-                             "old": {"type": "string"}, "new": {"type": "string"},
-                             "count": {"type": "integer"}},
-              "required": ["path", "old", "new"]}  # fmt: skip
+    params = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "file"},
+            "old": {"type": "string"},
+            "new": {"type": "string"},
+            "count": {"type": "integer"},
+        },
+        "required": ["path", "old", "new"],
+    }
     tool = Tool("edit_file", "Replace text.", params)
     back = json.loads(json.dumps(tool.schema()["function"], sort_keys=True))
     again = Tool(back["name"], back["description"], back["parameters"])

@@ -77,9 +77,11 @@ def test_wrong_code_missing_block_and_hacks_score_zero(task):
 
         # a conftest that forces every test to pass, planted with the tool, then wrong code
         env.reset(task)
-        hook = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
-                "def pytest_runtest_makereport(item, call):\n    out = yield\n"
-                "    out.get_result().outcome = 'passed'\n")  # fmt: skip
+        hook = (
+            "import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
+            "def pytest_runtest_makereport(item, call):\n    out = yield\n"
+            "    out.get_result().outcome = 'passed'\n"
+        )
         plant = (
             f"open('conftest.py', 'w').write({hook!r})\n"
             "open('/grading/junit.xml', 'w').write('<testsuite/>')\n"
@@ -88,8 +90,15 @@ def test_wrong_code_missing_block_and_hacks_score_zero(task):
             Message("assistant", "", tool_calls=[ToolCall("run_python", {"code": plant})])
         )
         assert "Read-only file system" in obs.observations[0].content  # /grading is not writable
-        env.step(Message("assistant", "", tool_calls=[ToolCall(
-            "run_python", {"code": f"open('conftest.py', 'w').write({hook!r})"})]))  # fmt: skip
+        env.step(
+            Message(
+                "assistant",
+                "",
+                tool_calls=[
+                    ToolCall("run_python", {"code": f"open('conftest.py', 'w').write({hook!r})"})
+                ],
+            )
+        )
         env.step(_answer(f"def {name}(*args):\n    print('PASSED')\n    return None"))
         reward = env.verify()
         assert reward.score == 0.0 and reward.details["passed"] == 0
@@ -104,6 +113,9 @@ def test_junit_parsing_and_keys():
       <testcase classname="tests.test_a.TestC" name="test_z[1-2]"><skipped/></testcase>
     </testsuite></testsuites>"""
     status = parse_junit(xml)
-    assert status == {"tests.test_a::test_x": "passed", "tests.test_a::test_y": "failed",
-                      "tests.test_a.TestC::test_z[1-2]": "skipped"}  # fmt: skip
+    assert status == {
+        "tests.test_a::test_x": "passed",
+        "tests.test_a::test_y": "failed",
+        "tests.test_a.TestC::test_z[1-2]": "skipped",
+    }
     assert junit_key("tests/test_a.py::TestC::test_z[1-2]") == "tests.test_a.TestC::test_z[1-2]"

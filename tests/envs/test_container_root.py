@@ -63,10 +63,12 @@ echo greet-ok >> /etc/motd
 def make_wheel(path: Path, name: str, source: str) -> None:
     """A minimal pure-Python wheel (pip installs it offline)."""
     dist = f"{name}-0.1.dist-info"
-    files = {f"{name}/__init__.py": source,
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
-             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n"}  # fmt: skip
+    files = {
+        f"{name}/__init__.py": source,
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
     with zipfile.ZipFile(path, "w") as z:
         for n, text in files.items():
             z.writestr(n, text)
@@ -83,8 +85,10 @@ def task_dir(tmp_path_factory) -> Path:
     # the verifier's own test-time install: hoisted into the layer build
     make_wheel(env / "extra-0.1-py3-none-any.whl", "extra", "VALUE = 'extra'\n")
     (env / "Dockerfile").write_text(
-        DOCKERFILE.replace(f"COPY {WHEEL} /opt/dist/", f"COPY {WHEEL} extra-0.1-py3-none-any.whl /opt/dist/")
-    )  # fmt: skip
+        DOCKERFILE.replace(
+            f"COPY {WHEEL} /opt/dist/", f"COPY {WHEEL} extra-0.1-py3-none-any.whl /opt/dist/"
+        )
+    )
     (root / "tests").mkdir()
     (root / "tests" / "test.sh").write_text(TEST_SH)
     (root / "tests" / "test_state.py").write_text(TEST_PY)
@@ -133,13 +137,23 @@ def test_episodes_start_from_the_layer_and_throw_changes_away(task_dir):
     env.reset(task)
     sb = env.sb
     assert sb is not None
-    res = sb.exec("id -u; pwd; echo $HOME $APP_MODE; cat /etc/greeting.conf; greet; "
-                  "python3 -c 'import tinypkg; print(tinypkg.answer())'")  # fmt: skip
-    assert res.stdout.split("\n")[:6] == ["0", "/app/work", "/root prod", "hello from the image",
-                                          "prod tool", "forty-two"], res  # fmt: skip
+    res = sb.exec(
+        "id -u; pwd; echo $HOME $APP_MODE; cat /etc/greeting.conf; greet; "
+        "python3 -c 'import tinypkg; print(tinypkg.answer())'"
+    )
+    assert res.stdout.split("\n")[:6] == [
+        "0",
+        "/app/work",
+        "/root prod",
+        "hello from the image",
+        "prod tool",
+        "forty-two",
+    ], res
     # Dockerfile-style writes succeed; the host's system dirs stay read-only
-    ok = sb.exec("echo x > /etc/new.conf && mkdir -p /usr/local/lib/x && touch /root/r "
-                 "&& apt-get --version >/dev/null; echo done")  # fmt: skip
+    ok = sb.exec(
+        "echo x > /etc/new.conf && mkdir -p /usr/local/lib/x && touch /root/r "
+        "&& apt-get --version >/dev/null; echo done"
+    )
     assert ok.stdout.strip() == "done" and sb.read_file("/etc/new.conf") == "x\n"
     assert sb.exec("touch /usr/bin/evil").exit_code != 0
     snap = sb.snapshot()
@@ -168,8 +182,9 @@ def test_agent_cannot_forge_the_reward_file(task_dir):
 
 
 def test_container_root_is_still_contained(task_dir, tmp_path):
-    layer = build_layer(task_dir / "environment" / "Dockerfile",
-                        extra_pip=["/opt/dist/extra-0.1-py3-none-any.whl"]).layer  # fmt: skip
+    layer = build_layer(
+        task_dir / "environment" / "Dockerfile", extra_pip=["/opt/dist/extra-0.1-py3-none-any.whl"]
+    ).layer
     assert layer is not None
     secret = Path.home() / ".arcforge-test-secret"
     secret.write_text("s3cret")

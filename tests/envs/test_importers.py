@@ -16,15 +16,21 @@ from arcforge.envs.terminal_env import TerminalEnv
 from arcforge.types import Task, Validation
 
 FIXTURES = Path(__file__).parent / "fixtures"
-TASK_DIRS = ["terminal-bench/hello-world", "terminal-bench/fix-permissions",
-             "harbor/hello-world", "harbor/csv-to-json"]  # fmt: skip
+TASK_DIRS = [
+    "terminal-bench/hello-world",
+    "terminal-bench/fix-permissions",
+    "harbor/hello-world",
+    "harbor/csv-to-json",
+]
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
 
 def test_rewrite_paths_maps_container_paths_only():
     text = 'cd /app && cat /app/x "/app" /apple /usr/app /tests/t.py /logs/verifier $TEST_DIR'
-    assert rewrite_paths(text) == ('cd /workspace && cat /workspace/x "/workspace" /apple '
-                                   "/usr/app /grading/tests/t.py /grading/logs/verifier $TEST_DIR")  # fmt: skip
+    assert rewrite_paths(text) == (
+        'cd /workspace && cat /workspace/x "/workspace" /apple '
+        "/usr/app /grading/tests/t.py /grading/logs/verifier $TEST_DIR"
+    )
 
 
 def test_terminal_bench_import_fields_rewrite_mode():
@@ -75,9 +81,13 @@ def test_given_solution_file_and_task_json(tmp_path):
     wrong = tmp_path / "wrong.sh"
     wrong.write_text("echo 'Hello, World' > hello.txt\n")
     assert check_task(FIXTURES / "harbor/hello-world", solution=str(wrong))["reward"] == 0.0
-    task = Task("json-1", "terminal", "Write 7 to n.txt.",
-                validation=Validation(verify_script='[ "$(cat n.txt)" = 7 ]'),
-                metadata={"solution": "echo 7 > n.txt"})  # fmt: skip
+    task = Task(
+        "json-1",
+        "terminal",
+        "Write 7 to n.txt.",
+        validation=Validation(verify_script='[ "$(cat n.txt)" = 7 ]'),
+        metadata={"solution": "echo 7 > n.txt"},
+    )
     (tmp_path / "task.json").write_text(json.dumps(task.to_dict()))
     assert load_task(tmp_path / "task.json") == task
     assert check_task(tmp_path / "task.json")["reward"] == 1.0
@@ -92,12 +102,16 @@ def test_unsupported_tasks_name_the_reason_rewrite_mode(tmp_path):
         "RUN apt-get update && apt-get install -y arcforge-no-such-pkg\n"
         "RUN pip install arcforge-no-such-wheel==1.0 pytest\n"
         "RUN curl -L https://example.com/data.tgz | tar xz\n"
-    )  # fmt: skip
+    )
     (root / "run-tests.sh").write_text("pytest $TEST_DIR/test_outputs.py\n")
     task = import_task_dir(root, container=False)
     reasons = " | ".join(task.metadata["unsupported"])
-    for needle in ("nvidia/cuda", "arcforge-no-such-pkg", "arcforge-no-such-wheel",
-                   "network access"):  # fmt: skip
+    for needle in (
+        "nvidia/cuda",
+        "arcforge-no-such-pkg",
+        "arcforge-no-such-wheel",
+        "network access",
+    ):
         assert needle in reasons, reasons
     assert "pytest" not in reasons.replace("arcforge-no-such-wheel", "")  # pytest is provided
     out = check_task(task)
@@ -110,19 +124,31 @@ def test_unsupported_tasks_name_the_reason_rewrite_mode(tmp_path):
 
 UNBUILDABLE = {  # Dockerfile (+ docker-compose.yaml) -> the words the reason must contain
     "gpu": ("FROM nvidia/cuda:12.4.0-runtime-ubuntu22.04\n", "", "needs a GPU"),
-    "services": ("FROM python:3.11\n", "services:\n  client: {}\n  db: {image: postgres}\n",
-                 "needs services: client, db"),
+    "services": (
+        "FROM python:3.11\n",
+        "services:\n  client: {}\n  db: {image: postgres}\n",
+        "needs services: client, db",
+    ),
     "systemctl": ("FROM debian:bookworm\nRUN systemctl enable nginx\n", "", "running service"),
-    "daemon": ("FROM debian:bookworm\nCMD [\"nginx\", \"-g\", \"daemon off;\"]\n", "",
-               "service started by CMD"),
+    "daemon": (
+        'FROM debian:bookworm\nCMD ["nginx", "-g", "daemon off;"]\n',
+        "",
+        "service started by CMD",
+    ),
     "qemu": ("FROM debian:bookworm\nRUN echo qemu-system-x86_64 -hda disk.img\n", "", "QEMU"),
-    "apt": ("FROM debian:bookworm\nRUN apt-get update && apt-get install -y arcforge-no-pkg\n",
-            "", "apt package(s) not on this host: arcforge-no-pkg"),
-    "run-fails": ("FROM python:3.12\nRUN echo building && python3 -c 'raise SystemExit(3)'\n",
-                  "", "RUN failed (exit 3)"),
+    "apt": (
+        "FROM debian:bookworm\nRUN apt-get update && apt-get install -y arcforge-no-pkg\n",
+        "",
+        "apt package(s) not on this host: arcforge-no-pkg",
+    ),
+    "run-fails": (
+        "FROM python:3.12\nRUN echo building && python3 -c 'raise SystemExit(3)'\n",
+        "",
+        "RUN failed (exit 3)",
+    ),
     "copy-missing": ("FROM python:3.12\nCOPY nope.txt /app/\n", "", "nope.txt is not in the build"),
     "user": ("FROM python:3.12\nUSER app\n", "", "USER app"),
-}  # fmt: skip
+}
 
 
 @needs_bwrap

@@ -136,12 +136,23 @@ def test_any_corpus_through_the_registry():
 def test_snippets_show_the_line_with_the_query_words_outside_the_title():
     """A name + relation query shows that entity's page first, with the fact's line as its
     snippet (not the page's opening); a query of the title alone shows the opening."""
-    page = ("Ada Lovelace\ntype: person\nborn year: 1815\nborn in: London\nlives in: Marylebone\n"
-            "\nRelated:\nThe Engine Notes was created by Ada Lovelace.")  # fmt: skip
-    prose = ("Boole Labs\n\nBoole Labs is a software company founded in 1931 by Ada Lovelace. "
-             "Its headquarters are in Lincoln.")  # fmt: skip
-    env = SearchEnv(SearchIndex([("p1", "Ada Lovelace", page), ("p2", "Boole Labs", prose),
-                                 ("p3", "London", "London is located in England.\n" * 3)]))  # fmt: skip
+    page = (
+        "Ada Lovelace\ntype: person\nborn year: 1815\nborn in: London\nlives in: Marylebone\n"
+        "\nRelated:\nThe Engine Notes was created by Ada Lovelace."
+    )
+    prose = (
+        "Boole Labs\n\nBoole Labs is a software company founded in 1931 by Ada Lovelace. "
+        "Its headquarters are in Lincoln."
+    )
+    env = SearchEnv(
+        SearchIndex(
+            [
+                ("p1", "Ada Lovelace", page),
+                ("p2", "Boole Labs", prose),
+                ("p3", "London", "London is located in England.\n" * 3),
+            ]
+        )
+    )
     env.reset(TASK)
     first = env.search("Ada Lovelace born in").splitlines()[0]
     assert first == "1. [p1] Ada Lovelace: born in: London"  # not "born year", not "lives in"

@@ -95,8 +95,11 @@ def test_scripted_demo_episode_fixes_the_bug(world, env):
     for m in msgs[1:]:
         if m.role == "assistant":
             res = env.step(m)
-            expected = [o.content for o in msgs if o.role == "tool" and
-                        o.tool_call_id in {c.id for c in m.tool_calls}]  # fmt: skip
+            expected = [
+                o.content
+                for o in msgs
+                if o.role == "tool" and o.tool_call_id in {c.id for c in m.tool_calls}
+            ]
             assert [o.content for o in res.observations] == expected
     assert res.done
     out = env.step(Message("assistant", "", tool_calls=[ToolCall("run_tests", {}, "t")]))
@@ -214,14 +217,30 @@ def test_swebench_instance_from_a_local_clone(world, tmp_path):
     (tmp_path / "base_test.py").write_text(repo.workspace_tests(bug.removed_tests)[test_path])
     new = bug.hidden_tests[test_path] + "\n\ndef test_added_by_pr():\n    assert True\n"
     test_patch = subprocess.run(
-        ["diff", "-u", "--label", f"a/{test_path}", "--label", f"b/{test_path}",
-         str(tmp_path / "base_test.py"), "-"], input=new, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    rec = {"instance_id": "demo__repo-1", "repo": "demo/repo", "base_commit": base,
-           "patch": bug.fix_diff, "test_patch": f"diff --git a/{test_path} b/{test_path}\n"
-           + test_patch, "problem_statement": bug.issue_text,
-           "FAIL_TO_PASS": json.dumps(bug.fail_to_pass + [f"{test_path}::test_added_by_pr"]),
-           "PASS_TO_PASS": bug.pass_to_pass[:5]}  # fmt: skip
+        [
+            "diff",
+            "-u",
+            "--label",
+            f"a/{test_path}",
+            "--label",
+            f"b/{test_path}",
+            str(tmp_path / "base_test.py"),
+            "-",
+        ],
+        input=new,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rec = {
+        "instance_id": "demo__repo-1",
+        "repo": "demo/repo",
+        "base_commit": base,
+        "patch": bug.fix_diff,
+        "test_patch": f"diff --git a/{test_path} b/{test_path}\n" + test_patch,
+        "problem_statement": bug.issue_text,
+        "FAIL_TO_PASS": json.dumps(bug.fail_to_pass + [f"{test_path}::test_added_by_pr"]),
+        "PASS_TO_PASS": bug.pass_to_pass[:5],
+    }
     (tmp_path / "inst.jsonl").write_text(json.dumps(rec) + "\n")
     (task,) = import_swebench(tmp_path / "inst.jsonl", clone)
     assert task.kind == "swe" and not task.metadata["unsupported"]
@@ -229,8 +248,9 @@ def test_swebench_instance_from_a_local_clone(world, tmp_path):
     try:
         env.reset(task)
         f2p = bug.fail_to_pass[0].split("::")[1]
-        seen = _bash(env, f"git log --all --format=%H; grep -c -e test_added_by_pr -e {f2p} "
-                     f"{test_path}")  # fmt: skip
+        seen = _bash(
+            env, f"git log --all --format=%H; grep -c -e test_added_by_pr -e {f2p} {test_path}"
+        )
         assert fix not in seen and initial not in seen and seen.endswith("0\n\n[exit code 1]")
     finally:
         env.close()
@@ -312,8 +332,9 @@ def test_ambiguous_name_asks_for_a_path(world, env):
     _call(env, "bash", command=f"cp {bug['path']} copy_mod.py")
     out = _call(env, "replace_function", name=bug["function"], code=fixed_function(task))
     assert "defined 2 times" in out and "pass path" in out
-    out = _call(env, "replace_function", name=bug["function"], code=fixed_function(task),
-                path=bug["path"])  # fmt: skip
+    out = _call(
+        env, "replace_function", name=bug["function"], code=fixed_function(task), path=bug["path"]
+    )
     assert out.startswith("ok: replaced")
     assert _call(env, "view_file", path="copy_mod.py") == src
 
@@ -335,8 +356,9 @@ def test_made_up_function_names_run_and_the_expert_fixes_them(world, env):
     from arcforge.world.suites import swe_tasks
 
     plain, _ = swe_tasks(random.Random(3), world.repos, 1, 3, 1)
-    fresh, test = swe_tasks(random.Random(3), world.repos, 1, 3, 1, NameBank(random.Random(4)),
-                            0.0, 1.0)  # fmt: skip
+    fresh, test = swe_tasks(
+        random.Random(3), world.repos, 1, 3, 1, NameBank(random.Random(4)), 0.0, 1.0
+    )
     assert all("functions_renamed" not in t.context for t in test)  # held-out tasks keep theirs
     for a, b in zip(plain, fresh):
         made = b.context["functions_renamed"]
@@ -385,8 +407,9 @@ def test_localize_shows_the_buggy_function_and_replace_function_edits_its_body(w
             assert bug["function"] in out
             _call(env, "view_function", name=bug["function"])
         d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
-        assert f"{d.start:4d} def {bug['function']}(" in _call(env, "view_function",
-                                                                name=bug["function"])  # fmt: skip
+        assert f"{d.start:4d} def {bug['function']}(" in _call(
+            env, "view_function", name=bug["function"]
+        )
         before = _call(env, "view_file", path=bug["path"]).splitlines()
         out = _call(env, "replace_function", code=fix_code(task))  # no name: the one shown
         assert out.startswith(f"ok: replaced {bug['function']} in {bug['path']}"), out
@@ -452,10 +475,13 @@ def test_hidden_tests_are_nowhere_the_agent_can_look(world, env):
             _call(env, "view_file", path=path),
             _call(env, "view_function", name=bug["function"]),
             _call(env, "search_code", pattern="|".join(names)),
-            _bash(env, f"grep -rn -e {' -e '.join(names)} / --include='*.py' "
-                  "--exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head; "
-                  "cat tests/*.py; ls -aR /workspace /tmp 2>/dev/null | head -200"),
-        ]  # fmt: skip
+            _bash(
+                env,
+                f"grep -rn -e {' -e '.join(names)} / --include='*.py' "
+                "--exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head; "
+                "cat tests/*.py; ls -aR /workspace /tmp 2>/dev/null | head -200",
+            ),
+        ]
         graded = [ln for ln in text.splitlines() if ln.startswith("    assert ")]
         hidden_only = [ln for ln in graded if ln not in outputs[2]]
         assert hidden_only  # the graded file asserts what the workspace's does not
@@ -501,8 +527,13 @@ def test_grading_runs_the_hidden_file(world, env):
 
 
 def test_reproduction_reads_the_issue_call():
-    issue = ("`f` gives a wrong result\n\nCalling `f([1, 2], 'a, but b')` (from `pkg/mod.py`) "
-             "returns [1], but [1, 2] was expected.")  # fmt: skip
-    assert reproduction(issue) == {"module": "pkg.mod", "call": "f([1, 2], 'a, but b')",
-                                   "expected": "[1, 2]"}  # fmt: skip
+    issue = (
+        "`f` gives a wrong result\n\nCalling `f([1, 2], 'a, but b')` (from `pkg/mod.py`) "
+        "returns [1], but [1, 2] was expected."
+    )
+    assert reproduction(issue) == {
+        "module": "pkg.mod",
+        "call": "f([1, 2], 'a, but b')",
+        "expected": "[1, 2]",
+    }
     assert reproduction("Something is off with parsing.") is None

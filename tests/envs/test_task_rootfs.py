@@ -87,9 +87,11 @@ def test_cow_episodes_are_isolated_and_the_image_is_untouched(image):
     before_upper, before_base = listing(upper), listing(base)
     a, b = RootfsSandbox(image, Limits()), RootfsSandbox(image, Limits())
     try:
-        res = a.exec("id -u; pwd; tree --version | cut -c1-4; arc-tool; cat /tmp/seed.txt; "
-                     "echo mine > /usr/share/arc-words/list.txt; rm /data/input.txt; "
-                     "apt-get --version >/dev/null && mkdir -p /etc/new && echo ok")  # fmt: skip
+        res = a.exec(
+            "id -u; pwd; tree --version | cut -c1-4; arc-tool; cat /tmp/seed.txt; "
+            "echo mine > /usr/share/arc-words/list.txt; rm /data/input.txt; "
+            "apt-get --version >/dev/null && mkdir -p /etc/new && echo ok"
+        )
         assert res.stdout.split() == ["0", "/app", "tree", "tool-ok", "seed-42", "ok"], res
         seen = b.exec("cat /usr/share/arc-words/list.txt /data/input.txt; ls /etc/new 2>&1")
         assert seen.stdout.startswith("alpha\nbeta\ngamma\none\ntwo\n"), seen
@@ -176,8 +178,10 @@ def test_a_build_cannot_reach_the_hosts_loopback(base, tmp_path):
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/host", timeout=5).read() == (
             b"host-secret"
         )
-        fetch = ("python3 -c \"import sys, urllib.request; urllib.request.urlopen("
-                 "sys.argv[1], timeout=5)\"")  # fmt: skip
+        fetch = (
+            'python3 -c "import sys, urllib.request; urllib.request.urlopen('
+            'sys.argv[1], timeout=5)"'
+        )
         (tmp_path / "Dockerfile").write_text(
             "FROM python:3.11-slim-bookworm\n"
             # tap0: slirp4netns's link out is there (outbound works: the apt test's build)
@@ -224,8 +228,11 @@ def test_env_check_exit_codes_and_every_blocker_listed(image, tmp_path, monkeypa
 def test_tb1_uv_helpers_and_uv_add_are_installed_at_build_time_not_at_test_time():
     imp = Import()
     imp.container = True
-    verify = adapt_test_script("source $TEST_DIR/setup-uv-pytest.sh\nuv add requests==2.32.4\n"
-                               "bash $TEST_DIR/run-uv-pytest.sh\n", imp)  # fmt: skip
+    verify = adapt_test_script(
+        "source $TEST_DIR/setup-uv-pytest.sh\nuv add requests==2.32.4\n"
+        "bash $TEST_DIR/run-uv-pytest.sh\n",
+        imp,
+    )
     assert imp.hoist_pip == ["requests==2.32.4"] and "uv add" not in verify
     task = import_task_dir(UV_HELPERS, container=False)  # no image needed for the adaptation
     setup = task.metadata["test_files"]["setup-uv-pytest.sh"]

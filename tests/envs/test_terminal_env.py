@@ -20,8 +20,9 @@ def tasks():
 
 
 def _calls(*calls: tuple[str, dict]) -> Message:
-    return Message("assistant", "", tool_calls=[ToolCall(n, a, f"c{i}") for i, (n, a) in
-                                                enumerate(calls)])  # fmt: skip
+    return Message(
+        "assistant", "", tool_calls=[ToolCall(n, a, f"c{i}") for i, (n, a) in enumerate(calls)]
+    )
 
 
 def test_world_tasks_pass_with_oracle_and_fail_empty(tasks):
@@ -31,28 +32,35 @@ def test_world_tasks_pass_with_oracle_and_fail_empty(tasks):
 
 
 def test_scripted_episode_with_file_tools():
-    task = Task("t-1", "terminal", "Set the port in app.cfg to 8080.",
-                context={"init_script": "printf 'port = 80\\nhost = a\\nhost = b\\n' > app.cfg"},
-                validation=Validation(verify_script="grep -qx 'port = 8080' app.cfg"))  # fmt: skip
+    task = Task(
+        "t-1",
+        "terminal",
+        "Set the port in app.cfg to 8080.",
+        context={"init_script": "printf 'port = 80\\nhost = a\\nhost = b\\n' > app.cfg"},
+        validation=Validation(verify_script="grep -qx 'port = 8080' app.cfg"),
+    )
     env = TerminalEnv()
     try:
         env.reset(task)
         assert [t.name for t in env.tools] == ["bash", "view_file", "edit_file"]
-        obs = env.step(_calls(
-            ("view_file", {"path": "app.cfg"}),
-            ("edit_file", {"path": "app.cfg", "old": "host", "new": "h"}),
-            ("edit_file", {"path": "app.cfg", "old": "nope", "new": "x"}),
-            ("bash", {"command": "ls -A /grading; echo $PWD; exit 4"}),
-            ("view_file", {"path": "/etc/passwd"}),
-        )).observations  # fmt: skip
+        obs = env.step(
+            _calls(
+                ("view_file", {"path": "app.cfg"}),
+                ("edit_file", {"path": "app.cfg", "old": "host", "new": "h"}),
+                ("edit_file", {"path": "app.cfg", "old": "nope", "new": "x"}),
+                ("bash", {"command": "ls -A /grading; echo $PWD; exit 4"}),
+                ("view_file", {"path": "/etc/passwd"}),
+            )
+        ).observations
         assert obs[0].content == "port = 80\nhost = a\nhost = b\n"
         assert obs[1].content == "error: old text found 2 times; include more context in app.cfg"
         assert obs[2].content == "error: old text not found in app.cfg"
         assert obs[3].content == "/workspace\n\n[exit code 4]"  # the verifier is not there yet
         assert obs[4].content.startswith("error: cannot read /etc/passwd")
         assert env.verify().score == 0.0
-        obs = env.step(_calls(("edit_file", {"path": "app.cfg", "old": "port = 80",
-                                             "new": "port = 8080"}))).observations  # fmt: skip
+        obs = env.step(
+            _calls(("edit_file", {"path": "app.cfg", "old": "port = 80", "new": "port = 8080"}))
+        ).observations
         assert obs[0].content == "ok: edited app.cfg"
         assert env.step(Message("assistant", "Done.")).done
         assert env.verify().score == 1.0

@@ -13,8 +13,12 @@ pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot
 
 
 def _task(answer: str = "5050") -> Task:
-    return Task("tir-1", "tir", "What is the sum of the integers from 1 to 100?",
-                validation=Validation(answer=answer))  # fmt: skip
+    return Task(
+        "tir-1",
+        "tir",
+        "What is the sum of the integers from 1 to 100?",
+        validation=Validation(answer=answer),
+    )
 
 
 def _call(code: str, cid: str = "c0") -> Message:
@@ -45,8 +49,14 @@ def test_wrong_answer_and_bad_calls_score_zero():
     env = TIREnv(limits=Limits(wall_time=5))
     try:
         env.reset(_task())
-        bad = Message("assistant", "", tool_calls=[ToolCall("python", {"code": 3}, "a"),
-                                                   ToolCall("shell", {"cmd": "ls"}, "b")])  # fmt: skip
+        bad = Message(
+            "assistant",
+            "",
+            tool_calls=[
+                ToolCall("python", {"code": 3}, "a"),
+                ToolCall("shell", {"cmd": "ls"}, "b"),
+            ],
+        )
         obs = env.step(bad).observations
         assert all(o.content.startswith("error:") for o in obs)
         env.step(Message("assistant", "Answer: 5000"))

@@ -85,8 +85,11 @@ def test_call_credit_scores_the_reference_calls_a_wrong_answer_made(world):
     credit = ToolEnv(world.tools(), call_credit=0.4)
     r = episode(credit, [("lookup", shouty)], "no idea")
     assert r.score == pytest.approx(0.2)  # one of two reference calls
-    assert (r.details["solved"], r.details["reference_calls"], r.details["reference_calls_made"]) \
-        == (0.0, 2, 1)  # fmt: skip
+    assert (
+        r.details["solved"],
+        r.details["reference_calls"],
+        r.details["reference_calls_made"],
+    ) == (0.0, 2, 1)
     r = episode(credit, [("lookup", shouty), (second["name"], second["arguments"])], "no idea")
     assert r.score == pytest.approx(0.4)  # both calls, still a wrong answer: below 1
     miscopied = {**first["arguments"], "entity": "X" + first["arguments"]["entity"]}

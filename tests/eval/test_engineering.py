@@ -32,8 +32,9 @@ def one_torch_thread():
 
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
-CFG = EvalCfg(n=3, n_per_suite={"backend": 2, "chained": 2, "explore": 3}, max_turns=6,
-              max_new_tokens=512)  # fmt: skip
+CFG = EvalCfg(
+    n=3, n_per_suite={"backend": 2, "chained": 2, "explore": 3}, max_turns=6, max_new_tokens=512
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,9 @@ def tok(world):
 
 @pytest.fixture(scope="module")
 def model(tok):
-    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=8192,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    conf = build_config(
+        "nano", vocab_size=len(tok), max_position_embeddings=8192, pad_token_id=tok.pad_token_id
+    )
     return init_model(conf, seed=0)
 
 
@@ -60,8 +62,14 @@ def suite_tasks(world, suite):
     return explore_tasks(world.repos, world.config.seed, CFG.n_per_suite["explore"])
 
 
-@pytest.mark.parametrize("suite", [pytest.param("backend", marks=needs_bwrap),
-                                   pytest.param("chained", marks=needs_bwrap), "explore"])  # fmt: skip
+@pytest.mark.parametrize(
+    "suite",
+    [
+        pytest.param("backend", marks=needs_bwrap),
+        pytest.param("chained", marks=needs_bwrap),
+        "explore",
+    ],
+)
 def test_oracle_scores_one_and_garbage_zero(world, tok, model, suite):
     tasks = suite_tasks(world, suite)
     if suite == "backend":
@@ -75,8 +83,9 @@ def test_oracle_scores_one_and_garbage_zero(world, tok, model, suite):
 
 def test_general_suites_oracle_and_garbage(world, tok, model):
     tasks = world.tasks("chat", "test")[: CFG.n]
-    scripts = {t.instruction: [Message("assistant", t.metadata["solution"], reasoning="ok")]
-               for t in tasks}  # fmt: skip
+    scripts = {
+        t.instruction: [Message("assistant", t.metadata["solution"], reasoning="ok")] for t in tasks
+    }
     oracle = evaluator(world, tok, model, ScriptedEngine(tok, scripts))
     junk = evaluator(world, tok, model, GarbageEngine(tok, seed=0))
     assert SUITES["general"](oracle, CFG).scores == [1.0] * len(tasks)
@@ -110,8 +119,13 @@ def test_chain_catches_a_regression(world):
     finally:
         env.close()
     assert r.score == 0.0
-    assert r.details["per_step"][1] == {"step": 2, "own": True, "earlier": False, "broken": [1],
-                                        "submitted": True}  # fmt: skip
+    assert r.details["per_step"][1] == {
+        "step": 2,
+        "own": True,
+        "earlier": False,
+        "broken": [1],
+        "submitted": True,
+    }
     assert r.details["regressions"] == 1
     if len(steps) > 2:
         assert "earlier steps now failing: [1]" in second.observations[0].content

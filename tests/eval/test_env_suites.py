@@ -91,8 +91,9 @@ def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
 
     assert solution_clusters(world.tasks("swe", "test")) is None  # one function per item
     # many bugs drawn from one repo: some share a fixed body
-    tasks, _ = swe_tasks(random.Random(0), [r for r in world.repos if r.split == "train"][:1],
-                         0, 12, 0)  # fmt: skip
+    tasks, _ = swe_tasks(
+        random.Random(0), [r for r in world.repos if r.split == "train"][:1], 0, 12, 0
+    )
     labels = solution_clusters(tasks)
     fixes = [fixed_body(t) for t in tasks]
     assert labels is not None and len(set(fixes)) < len(tasks)  # one fix, several bugs
@@ -141,8 +142,9 @@ def test_sampled_env_suite_is_seeded_and_not_greedy(world, tok, model):
     from arcforge.rollout.engine import LocalEngine
 
     ev = Evaluator(model, tok, LocalEngine(model, pad_token_id=tok.pad_token_id or 0), world)
-    cfg = EvalCfg(suites=["tool_avg"], n=2, samples=2, max_turns=2, max_new_tokens=12,
-                  temperature=1.0)  # fmt: skip
+    cfg = EvalCfg(
+        suites=["tool_avg"], n=2, samples=2, max_turns=2, max_new_tokens=12, temperature=1.0
+    )
     a, b = SUITES["tool_avg"](ev, cfg), SUITES["tool_avg"](ev, cfg)
     assert a.examples == b.examples and a.episodes == b.episodes  # same seed, same episodes
     c = SUITES["tool_avg"](ev, cfg.model_copy(update={"seed": 7}))

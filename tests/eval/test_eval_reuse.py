@@ -60,13 +60,22 @@ def test_a_cached_result_with_other_settings_is_evaluated_again(world, tok, tmp_
                 "name": "t",
                 "world": {"seed": 7, "scale": 0.1},
                 "stages": [
-                    {"name": s, "kind": "rl", "steps": 1, "sources": [{"source": "world:reasoning"}]}
+                    {
+                        "name": s,
+                        "kind": "rl",
+                        "steps": 1,
+                        "sources": [{"source": "world:reasoning"}],
+                    }
                     for s in "ab"
                 ],
-                "eval": {"suites": ["lm_loss", "tool_format"], "n": 3, "max_new_tokens": 8,
-                         "n_per_suite": {"tool_format": n_tool_format}},
+                "eval": {
+                    "suites": ["lm_loss", "tool_format"],
+                    "n": 3,
+                    "max_new_tokens": 8,
+                    "n_per_suite": {"tool_format": n_tool_format},
+                },
             }
-        )  # fmt: skip
+        )
 
     model = init_model(build_config("nano", vocab_size=len(tok), max_position_embeddings=512), 0)
     save_checkpoint(model, tok, tmp_path / "a" / "checkpoint")

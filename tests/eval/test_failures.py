@@ -13,8 +13,9 @@ OPEN = [Message("system", "tools ..."), Message("user", "Where was Vofe Vulios b
 
 
 def traj(*msgs, reward=0.0, finish="answer", **details):
-    return Trajectory(messages=OPEN + list(msgs), reward=reward, finish_reason=finish,
-                      reward_details=details)  # fmt: skip
+    return Trajectory(
+        messages=OPEN + list(msgs), reward=reward, finish_reason=finish, reward_details=details
+    )
 
 
 def test_first_failing_step_wins():
@@ -69,8 +70,9 @@ def test_report_shows_where_episodes_fail(tmp_path):
     assert "## Where agent episodes fail" in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| tool | sft |"))
     cells = [c.strip() for c in row.strip("|").split("|")][2:]
-    assert dict(zip(OUTCOMES, cells)) == {k: str({"tool_error": 7, "solved": 3}.get(k, 0))
-                                          for k in OUTCOMES}  # fmt: skip
+    assert dict(zip(OUTCOMES, cells)) == {
+        k: str({"tool_error": 7, "solved": 3}.get(k, 0)) for k in OUTCOMES
+    }
 
 
 def test_report_shows_search_by_hop_count(tmp_path):

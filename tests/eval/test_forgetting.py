@@ -8,8 +8,16 @@ import yaml
 
 from arcforge.report import changes, forgetting, write_report
 
-STAGES = [{"name": n, "kind": k} for n, k in [("pretrain", "pretrain"), ("sft", "sft"),
-          ("rl", "rl"), ("general", "general_rl"), ("distill", "distill")]]  # fmt: skip
+STAGES = [
+    {"name": n, "kind": k}
+    for n, k in [
+        ("pretrain", "pretrain"),
+        ("sft", "sft"),
+        ("rl", "rl"),
+        ("general", "general_rl"),
+        ("distill", "distill"),
+    ]
+]
 
 
 def r(score, lo, hi, n=100):
@@ -18,17 +26,30 @@ def r(score, lo, hi, n=100):
 
 MATRIX = {
     # reasoning: best before general RL is rl (0.8); general RL drops it to 0.5; distill -> 0.75
-    "reasoning": {"pretrain": r(0.0, 0, .04), "sft": r(0.4, .3, .5), "rl": r(0.8, .71, .87),
-                  "general": r(0.5, .4, .6), "distill": r(0.75, .66, .82)},
+    "reasoning": {
+        "pretrain": r(0.0, 0, 0.04),
+        "sft": r(0.4, 0.3, 0.5),
+        "rl": r(0.8, 0.71, 0.87),
+        "general": r(0.5, 0.4, 0.6),
+        "distill": r(0.75, 0.66, 0.82),
+    },
     # general: general RL is the best so far -> forgot < 0
-    "general": {"sft": r(0.3, .25, .35), "rl": r(0.32, .27, .37), "general": r(0.6, .55, .65),
-                "distill": r(0.58, .53, .63)},
+    "general": {
+        "sft": r(0.3, 0.25, 0.35),
+        "rl": r(0.32, 0.27, 0.37),
+        "general": r(0.6, 0.55, 0.65),
+        "distill": r(0.58, 0.53, 0.63),
+    },
     # lm_loss: lower is better; best earlier 2.0 (sft), current 2.4 -> forgot 0.4; distill 2.1
-    "lm_loss": {"pretrain": r(2.5, 2.4, 2.6), "sft": r(2.0, 1.9, 2.1), "general": r(2.4, 2.3, 2.5),
-                "distill": r(2.1, 2.0, 2.2)},
+    "lm_loss": {
+        "pretrain": r(2.5, 2.4, 2.6),
+        "sft": r(2.0, 1.9, 2.1),
+        "general": r(2.4, 2.3, 2.5),
+        "distill": r(2.1, 2.0, 2.2),
+    },
     # only one stage evaluated: no row
-    "chat": {"sft": r(0.5, .4, .6)},
-}  # fmt: skip
+    "chat": {"sft": r(0.5, 0.4, 0.6)},
+}
 
 
 def test_forgetting_rows_by_hand():

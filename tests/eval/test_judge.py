@@ -17,8 +17,9 @@ from arcforge.llm import LLMClient
 from arcforge.replay import ReplayServer
 from arcforge.world.webapps import write_webapp
 
-needs_browser = pytest.mark.skipif(browser_missing() is not None,
-                                   reason=f"needs a browser: {browser_missing()}")  # fmt: skip
+needs_browser = pytest.mark.skipif(
+    browser_missing() is not None, reason=f"needs a browser: {browser_missing()}"
+)
 
 
 def call(name: str, **args) -> str:
@@ -32,9 +33,13 @@ def scripted_judge(messages: list[dict]) -> str:
     task = messages[1]["content"]
     if m := re.search(r"Type (\d+) into the first field and (\d+)", task):
         a, b = m.groups()
-        plan = [call("navigate", path="/"), call("read", path="app.js"),
-                call("type", selector="#a", text=a), call("type", selector="#b", text=b),
-                call("click", selector="#add")]  # fmt: skip
+        plan = [
+            call("navigate", path="/"),
+            call("read", path="app.js"),
+            call("type", selector="#a", text=a),
+            call("type", selector="#b", text=b),
+            call("click", selector="#add"),
+        ]
         want, pattern = str(int(a) + int(b)), r"Result: (\S+)"
     else:
         m = re.search(r"Click the '(.+?)' button (\d+) times: the count shows (\d+)", task)
@@ -76,7 +81,9 @@ def test_load_checks_accepts_strings_and_names_bad_files(tmp_path):
     p.write_text('["the page loads", {"id": "k", "check": "button works"}]')
     query, items = load_checks(p)
     assert query == "" and [(c.id, c.check) for c in items] == [
-        ("check-1", "the page loads"), ("k", "button works")]  # fmt: skip
+        ("check-1", "the page loads"),
+        ("k", "button works"),
+    ]
     p.write_text('{"checks": [3]}')
     with pytest.raises(UserError, match="item 0 must be a string"):
         load_checks(p)
@@ -123,9 +130,22 @@ def test_judge_on_a_python_app_and_the_cli_alias(tmp_path, monkeypatch):
 
     apps = [write_webapp(tmp_path / "c1", "counter", buggy=True)]
     with ReplayServer(scripted_judge) as srv:
-        monkeypatch.setattr(sys, "argv", ["arcforge", "eval", "judge", *map(str, apps),
-                                          "--base-url", srv.base_url, "--model", "replay",
-                                          "--out", str(tmp_path / "out")])  # fmt: skip
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            [
+                "arcforge",
+                "eval",
+                "judge",
+                *map(str, apps),
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "replay",
+                "--out",
+                str(tmp_path / "out"),
+            ],
+        )
         with pytest.raises(SystemExit) as exit_:
             main()
     assert exit_.value.code in (0, None)
@@ -142,8 +162,11 @@ def test_judge_on_a_python_app_and_the_cli_alias(tmp_path, monkeypatch):
 def test_malformed_calls_undecided_judges_and_native_tool_calls(tmp_path):
     from arcforge.browser import run_in_browser
 
-    replies = ['<tool_call>{"name": "navigate", "arguments": </tool_call>',
-               call("click", selector="#nope"), call("navigate", path="/")]  # fmt: skip
+    replies = [
+        '<tool_call>{"name": "navigate", "arguments": </tool_call>',
+        call("click", selector="#nope"),
+        call("navigate", path="/"),
+    ]
     with RunningProject(write_webapp(tmp_path / "a", "adder")) as app:
         _, items = load_checks(app.root / "checks.json")
 

@@ -5,8 +5,12 @@ from arcforge.report import paired_change
 
 
 def res(scores, clusters=None, ci=(0.0, 1.0)):
-    return {"score": sum(scores) / len(scores), "ci": list(ci), "scores": scores,
-            "clusters": clusters}  # fmt: skip
+    return {
+        "score": sum(scores) / len(scores),
+        "ci": list(ci),
+        "scores": scores,
+        "clusters": clusters,
+    }
 
 
 def test_paired_interval_over_item_differences():
@@ -25,8 +29,9 @@ def test_gains_in_one_cluster_are_one_observation():
     b = [1.0] * 12 + [0.0] * 8 + [1.0] * 20
     cl = ["f"] * 12 + [f"g{i % 6}" for i in range(28)]
     c = paired_change("code", res(a, cl), res(b, cl))
-    assert c["clustered"] and c["delta_ci"] == list(cluster_mean_ci(
-        [y - x for x, y in zip(a, b)], cl)[1:])  # fmt: skip
+    assert c["clustered"] and c["delta_ci"] == list(
+        cluster_mean_ci([y - x for x, y in zip(a, b)], cl)[1:]
+    )
     assert c["delta_ci"][0] < 0 < c["delta_ci"][1] and not c["improved"]
 
 

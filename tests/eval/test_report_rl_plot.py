@@ -8,8 +8,10 @@ from arcforge.report import _rl_series, _smooth, write_report
 
 
 def test_series_split_pools_and_teachers_and_skip_lm_stages():
-    agentic = [{"step": 1, "reward_mean": 0.25, "reward_tool": 0.0, "reward_tir": 0.5},
-               {"step": 2, "reward_mean": 0.5, "reward_tir": 1.0}]  # fmt: skip
+    agentic = [
+        {"step": 1, "reward_mean": 0.25, "reward_tool": 0.0, "reward_tir": 0.5},
+        {"step": 2, "reward_mean": 0.5, "reward_tir": 1.0},
+    ]
     label, lines = _rl_series(agentic)
     assert label == "reward" and list(lines) == ["reward_mean", "tir", "tool"]
     assert lines["tir"] == [(1, 0.5), (2, 1.0)] and lines["tool"] == [(1, 0.0)]

@@ -13,10 +13,18 @@ def test_swarm_and_single_agent_critical_steps_on_the_same_items(world, tok):
     model = init_model(build_config("nano", vocab_size=len(tok), max_position_embeddings=8192), 0)
     tasks = swarm_tasks(world, "test")[:2]
     scripts = {s.instruction: expert_script(s) for t in tasks for s in subtasks(t)}
-    swarm_ev = Evaluator(model, tok, ScriptedEngine(tok, {
-        **scripts, **{t.instruction: swarm_expert_script(t) for t in tasks}}), world)  # fmt: skip
-    single_ev = Evaluator(model, tok, ScriptedEngine(tok, {
-        t.instruction: single_expert_script(t) for t in tasks}), world)  # fmt: skip
+    swarm_ev = Evaluator(
+        model,
+        tok,
+        ScriptedEngine(tok, {**scripts, **{t.instruction: swarm_expert_script(t) for t in tasks}}),
+        world,
+    )
+    single_ev = Evaluator(
+        model,
+        tok,
+        ScriptedEngine(tok, {t.instruction: single_expert_script(t) for t in tasks}),
+        world,
+    )
     swarm = run_arms(swarm_ev, tasks, 6, 600, ("swarm",))["swarm"]
     single = run_arms(single_ev, tasks, 6, 600, ("single",))["single"]
     assert swarm["solved"] == [1.0, 1.0] and single["solved"] == [1.0, 1.0]

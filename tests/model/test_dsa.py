@@ -33,8 +33,14 @@ def _one_thread():
 
 
 def _model(**overrides):
-    cfg = build_config("glm5-tiny", vocab_size=V, max_position_embeddings=64, pad_token_id=0,
-                       num_hidden_layers=2, **overrides)  # fmt: skip
+    cfg = build_config(
+        "glm5-tiny",
+        vocab_size=V,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        num_hidden_layers=2,
+        **overrides,
+    )
     return init_model(cfg, seed=0).eval()
 
 

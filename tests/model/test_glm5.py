@@ -32,7 +32,7 @@ def _one_thread():
 def test_glm5_tiny_builds_trains_saves_and_generates(tmp_path):
     cfg = build_config(
         "glm5-tiny", vocab_size=V, max_position_embeddings=128, pad_token_id=0, index_topk=16
-    )  # fmt: skip  (the prompts below run past 16 keys)
+    )  # the prompts below run past 16 keys
     model = init_model(cfg, seed=0)
     n = count_params(model)
     assert cfg.model_type == "glm_moe_dsa" and 0.9e6 < n["non_embedding"] < 1.5e6, n
@@ -68,8 +68,9 @@ def test_glm5_tiny_builds_trains_saves_and_generates(tmp_path):
     engine = LocalEngine(ours, pad_token_id=0)
     plain = SamplingParams(max_new_tokens=12, temperature=1.0, seed=0)
     # with stop tokens rows finish early and are dropped from the batch (and its KV cache)
-    stops = SamplingParams(max_new_tokens=12, temperature=1.0, seed=1, n=2,
-                           stop_token_ids=list(range(1, V, 4)))  # fmt: skip
+    stops = SamplingParams(
+        max_new_tokens=12, temperature=1.0, seed=1, n=2, stop_token_ids=list(range(1, V, 4))
+    )
     outs = engine.generate(prompts, plain) + engine.generate(prompts, stops)
     assert {len(c.token_ids) for c in outs[3:]} != {12}  # some row did stop early
     for p, c in zip(prompts + [p for p in prompts for _ in range(2)], outs):

@@ -66,8 +66,14 @@ def run(run_dir: Path, kill: str | None) -> subprocess.CompletedProcess:
     env.pop("ARCFORGE_KILL_AFTER", None)
     if kill:
         env["ARCFORGE_KILL_AFTER"] = kill
-    return subprocess.run([sys.executable, "-c", RUN, str(run_dir)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", RUN, str(run_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def killed_and_resumed(run_dir: Path, kills: list[tuple[str, int]]) -> list[str]:
@@ -86,8 +92,11 @@ def killed_and_resumed(run_dir: Path, kills: list[tuple[str, int]]) -> list[str]
 def late_kills(ref: Path) -> list[tuple[str, int]]:
     """Inside the reward model's training, inside GRPO, inside distillation."""
     orm_rows = len(rows(ref / "general_rl" / "orm" / "metrics.jsonl"))
-    return [("general_rl", orm_rows // 2), ("general_rl", kill_row(ref / "general_rl")),
-            ("distill", kill_row(ref / "distill"))]  # fmt: skip
+    return [
+        ("general_rl", orm_rows // 2),
+        ("general_rl", kill_row(ref / "general_rl")),
+        ("distill", kill_row(ref / "distill")),
+    ]
 
 
 def safetensors_files(run_dir: Path, stages: list[str]) -> list[Path]:
@@ -136,8 +145,14 @@ def test_the_kill_hook_fires_after_the_named_stages_nth_row_only(tmp_path, monke
     )
     path = tmp_path / "m.jsonl"
     env = {**os.environ, "ARCFORGE_KILL_AFTER": "s:2"}
-    r = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
     assert [x["step"] for x in rows(path)] == [1, 2, 3]
     from arcforge.errors import UserError

@@ -101,8 +101,16 @@ def test_eval_checks_its_target_and_suites_first(smoke_run):
 
 def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
     ck, out = smoke_run / "sft" / "checkpoint", tmp_path / "episodes"
-    r = cli("eval", str(ck), "--suites", "tool", "--config", "configs/smoke.yaml",
-            "--episodes", str(out))  # fmt: skip
+    r = cli(
+        "eval",
+        str(ck),
+        "--suites",
+        "tool",
+        "--config",
+        "configs/smoke.yaml",
+        "--episodes",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)["tool"]
     rows = [json.loads(x) for x in (out / "tool.jsonl").read_text().splitlines()]
@@ -120,8 +128,9 @@ def test_eval_out_and_against_compare_two_checkpoints(smoke_run, tmp_path):
     base = ("--suites", "tool,reasoning", "--config", "configs/smoke.yaml")
     r = cli("eval", str(smoke_run / "sft" / "checkpoint"), *base, "--out", str(a))
     assert r.returncode == 0, r.stderr[-2000:]
-    r = cli("eval", str(smoke_run / "rl" / "checkpoint"), *base, "--out", str(b),
-            "--against", str(a))  # fmt: skip
+    r = cli(
+        "eval", str(smoke_run / "rl" / "checkpoint"), *base, "--out", str(b), "--against", str(a)
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     for suite in ("tool", "reasoning"):
@@ -140,8 +149,9 @@ def test_eval_out_and_against_compare_two_checkpoints(smoke_run, tmp_path):
 
 def test_a_config_that_no_longer_matches_the_saved_world_is_refused(smoke_run):
     before = (smoke_run / "config.yaml").read_text()
-    r = cli("run", "configs/smoke.yaml", "--run-dir", str(smoke_run),
-            "world.options.episodes.tool=7")  # fmt: skip
+    r = cli(
+        "run", "configs/smoke.yaml", "--run-dir", str(smoke_run), "world.options.episodes.tool=7"
+    )
     assert r.returncode == 2
     assert "episodes.tool" in r.stderr and "Traceback" not in r.stderr
     assert (smoke_run / "config.yaml").read_text() == before  # the run dir is left alone
@@ -158,16 +168,24 @@ def test_agentic_rl_ends_on_the_probed_step_its_rule_keeps(smoke_run):
     out = smoke_run / "agentic_rl"
     probes = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines()]
     assert [p["step"] for p in probes] == [0, 1, 2]
-    assert all(0.0 <= p["probe_tool"] <= 1.0 and p["mean"] == p["probe_tool"]
-               and p["probe_tool"] == sum(p["items_tool"]) / 3 for p in probes)  # fmt: skip
+    assert all(
+        0.0 <= p["probe_tool"] <= 1.0
+        and p["mean"] == p["probe_tool"]
+        and p["probe_tool"] == sum(p["items_tool"]) / 3
+        for p in probes
+    )
     keep = yaml.safe_load((out / "config.yaml").read_text())["probe"]["keep"]
     kept = kept_probe(probes, keep)["step"]
     summary = json.loads((out / "DONE").read_text())
     assert summary["kept_step"] == kept and set(summary["probe_mean"]) == {"0", "1", "2"}
     final = load_file(str(out / "checkpoint" / "model.safetensors"))
-    ref_path = (out / "state" / "model.safetensors" if kept == 2
-                else smoke_run / "rl" / "checkpoint" / "model.safetensors" if kept == 0
-                else out / "probe" / f"best-{kept}.safetensors")  # fmt: skip
+    ref_path = (
+        out / "state" / "model.safetensors"
+        if kept == 2
+        else smoke_run / "rl" / "checkpoint" / "model.safetensors"
+        if kept == 0
+        else out / "probe" / f"best-{kept}.safetensors"
+    )
     ref = load_file(str(ref_path))
     shared = set(final) & set(ref)
     assert shared and all(torch.equal(final[k], ref[k]) for k in shared)

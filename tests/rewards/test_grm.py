@@ -12,8 +12,12 @@ from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rewards.grm import GenerativeRM, parse_score
 from arcforge.types import Task, Validation
 
-TASK = Task("t1", "chat", "Write one sentence about Ann. Mention the word 'Ann'.",
-            validation=Validation(constraints=[{"type": "include", "word": "Ann"}]))  # fmt: skip
+TASK = Task(
+    "t1",
+    "chat",
+    "Write one sentence about Ann. Mention the word 'Ann'.",
+    validation=Validation(constraints=[{"type": "include", "word": "Ann"}]),
+)
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,9 @@ from arcforge.types import Task, Validation
 
 
 def chat(cons, **meta) -> Task:
-    return Task("t", "chat", "Write about Ann.", validation=Validation(constraints=cons),
-                metadata=meta)  # fmt: skip
+    return Task(
+        "t", "chat", "Write about Ann.", validation=Validation(constraints=cons), metadata=meta
+    )
 
 
 ANN = [{"type": "include", "word": "Ann"}, {"type": "max_words", "n": 8}]
@@ -62,8 +63,12 @@ def client(srv) -> LLMClient:
 def test_gates_zero_the_reward_and_skip_the_judge():
     with ReplayServer(lambda m: "Score: 10") as srv:
         h = HybridReward(HybridCfg(), grm=GenerativeRM(client(srv), k=1, workers=1))
-        rs = h.score_batch([chat(ANN)] * 3, ["Bob is here.", "", "Ann is here."],
-                           parse_errors=[(), (), ()], n_tool_calls=[0, 0, 0])  # fmt: skip
+        rs = h.score_batch(
+            [chat(ANN)] * 3,
+            ["Bob is here.", "", "Ann is here."],
+            parse_errors=[(), (), ()],
+            n_tool_calls=[0, 0, 0],
+        )
         asked = len(srv.requests)
     assert [r.score for r in rs[:2]] == [0.0, 0.0]
     assert rs[0].details["gated"] == ["required"] and "format" in rs[1].details["gated"]
@@ -92,8 +97,9 @@ def tiny_orm(center: float) -> RewardModel:
     from arcforge.model.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["Ann is here. Write about Ann and Bob."] * 20, vocab_size=300)
-    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=128,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    conf = build_config(
+        "nano", vocab_size=len(tok), max_position_embeddings=128, pad_token_id=tok.pad_token_id
+    )
     torch.manual_seed(0)
     rm = RewardModel(init_model(conf, seed=0), tok, max_len=64)
     rm.center, rm.scale = center, 1e-3  # any raw score is far above centre -> normalized ~1
@@ -105,8 +111,9 @@ def test_orm_grm_disagreement_is_flagged_counted_and_can_take_the_minimum():
     with ReplayServer(lambda m: "Off topic and wrong.\nScore: 1") as srv:
         flag = HybridReward(HybridCfg(), orm, GenerativeRM(client(srv), k=1, workers=1))
         r = flag.score_batch([chat(ANN)], ["Ann is here."])[0]
-        low = HybridReward(HybridCfg(on_disagree="min"), orm,
-                           GenerativeRM(client(srv), k=1, workers=1))  # fmt: skip
+        low = HybridReward(
+            HybridCfg(on_disagree="min"), orm, GenerativeRM(client(srv), k=1, workers=1)
+        )
         r_min = low.score_batch([chat(ANN)], ["Ann is here."])[0]
     assert r.details["orm"] == pytest.approx(1.0) and r.details["grm"] == 0.0
     assert r.details["disagree"] and flag.counts["disagree"] == 1

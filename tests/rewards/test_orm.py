@@ -39,8 +39,9 @@ def setup():
 
 
 def fresh_rm(tok) -> RewardModel:
-    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=512,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    conf = build_config(
+        "nano", vocab_size=len(tok), max_position_embeddings=512, pad_token_id=tok.pad_token_id
+    )
     torch.manual_seed(0)
     return RewardModel(init_model(conf, seed=0), tok, max_len=256)
 
@@ -50,8 +51,9 @@ def test_orm_learns_preferences_and_round_trips(setup, tmp_path):
     tok, train, test = setup
     assert len(test) >= 40 and not {p.prompt for p in train} & {p.prompt for p in test}
     rm = fresh_rm(tok)
-    cfg = RewardModelCfg(steps=60, batch_size=8,
-                         optim={"lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.0})  # fmt: skip
+    cfg = RewardModelCfg(
+        steps=60, batch_size=8, optim={"lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.0}
+    )
     s = train_reward_model(rm, train, cfg, tmp_path / "log", test)
     assert math.isfinite(s["loss_last"]) and s["loss_last"] < s["loss_first"]
     # chance is 0.5; 0.75 on >= 40 unseen prompts is far outside a coin's 95% range (~0.35-0.65)
@@ -60,8 +62,12 @@ def test_orm_learns_preferences_and_round_trips(setup, tmp_path):
     rm.save(tmp_path / "orm")
     back = RewardModel.load(tmp_path / "orm")
     prompts, replies = [p.prompt for p in test[:6]], [p.rejected for p in test[:6]]
-    torch.testing.assert_close(torch.tensor(back.score(prompts, replies)),
-                               torch.tensor(rm.score(prompts, replies)), atol=1e-5, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        torch.tensor(back.score(prompts, replies)),
+        torch.tensor(rm.score(prompts, replies)),
+        atol=1e-5,
+        rtol=0,
+    )
     assert (back.center, back.scale) == (rm.center, rm.scale)
     assert back.meta["training"]["heldout_accuracy"] == s["heldout_accuracy"]
     assert pair_accuracy(back, test) == s["heldout_accuracy"]
@@ -79,7 +85,18 @@ def test_train_rm_cli_bad_input_is_one_line(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "arcforge.cli", "train-rm", str(tmp_path),
-                        "--out", str(tmp_path / "rm")], capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arcforge.cli",
+            "train-rm",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "rm"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     assert r.stderr.strip() == f"error: {tmp_path} is not a checkpoint directory (no config.json)"

@@ -12,8 +12,9 @@ def task(constraints, **meta) -> Task:
     )
 
 
-SENTENCE = task([{"type": "include", "word": "Ann"}, {"type": "max_words", "n": 3},
-                 {"type": "no_commas"}])  # fmt: skip
+SENTENCE = task(
+    [{"type": "include", "word": "Ann"}, {"type": "max_words", "n": 3}, {"type": "no_commas"}]
+)
 
 
 def test_score_is_the_constraint_fraction_when_every_gate_passes():

@@ -146,13 +146,16 @@ def _hacks(clean: str, asset: str) -> dict[str, str]:
         "visible_overflow": clean[:cut] + extra + clean[cut:],
         "hidden_overflow": hidden[: hidden.find("</ul>")] + extra + hidden[hidden.find("</ul>") :],
         "stretched_spacing": css(".fill li { margin-bottom: 110px; line-height: 2.6; }", head)
-        + '<section class="slide fill">' + tail,
+        + '<section class="slide fill">'
+        + tail,
         "blank_regions": css(".top h2 { font-size: 22px; } .top ul { font-size: 16px; }", head)
-        + '<section class="slide top">' + blank,
+        + '<section class="slide top">'
+        + blank,
         "invented_image": clean.replace(asset, "assets/made-up-picture.png"),
-        "duplicated_image": clean[: clean.rfind("</ul>") + 5] + f'<img src="{asset}" alt="x">'
+        "duplicated_image": clean[: clean.rfind("</ul>") + 5]
+        + f'<img src="{asset}" alt="x">'
         + clean[clean.rfind("</ul>") + 5 :],
-    }  # fmt: skip
+    }
 
 
 def test_clean_deck_beats_every_planted_hack(renderer, task):
@@ -166,15 +169,22 @@ def test_clean_deck_beats_every_planted_hack(renderer, task):
         scores[name] = r.score
         problems = " | ".join(p for s in r.details["per_slide"] for p in s["problems"])
         assert r.score < base.score, (name, r.score, base.score, problems)
-        expected = {"visible_overflow": "overflow the slide", "hidden_overflow": "overflow hidden",
-                    "stretched_spacing": "stretched spacing", "blank_regions": "unbalanced whitespace",
-                    "invented_image": "invented image", "duplicated_image": "duplicated image"}  # fmt: skip
+        expected = {
+            "visible_overflow": "overflow the slide",
+            "hidden_overflow": "overflow hidden",
+            "stretched_spacing": "stretched spacing",
+            "blank_regions": "unbalanced whitespace",
+            "invented_image": "invented image",
+            "duplicated_image": "duplicated image",
+        }
         assert expected[name] in problems, (name, problems)
     # hiding the overflow must cost more than showing it
     assert scores["hidden_overflow"] < scores["visible_overflow"]
     assert renderer.ms_per_render > 0 and base.details["render_ms"] > 0
-    print(f"\nslide render: {renderer.ms_per_render:.0f} ms per deck over {renderer.renders} decks; "
-          f"scores {', '.join(f'{k}={v:.3f}' for k, v in scores.items())} clean={base.score:.3f}")  # fmt: skip
+    print(
+        f"\nslide render: {renderer.ms_per_render:.0f} ms per deck over {renderer.renders} decks; "
+        f"scores {', '.join(f'{k}={v:.3f}' for k, v in scores.items())} clean={base.score:.3f}"
+    )
 
 
 def test_reply_without_slides_scores_zero_without_rendering(renderer, task):

@@ -42,8 +42,9 @@ def test_scripted_expert_solves_world_tasks(world, tok, suite, kind):
         assert all(all(t.reward_details["calls_valid"]) for t in trajs)
     if kind == "search":
         # one name + relation search per hop: the snippets show each fact
-        assert all(t.reward_details["searches"] == t.reward_details["agent"]["turns"] - 1
-                   for t in trajs)  # fmt: skip
+        assert all(
+            t.reward_details["searches"] == t.reward_details["agent"]["turns"] - 1 for t in trajs
+        )
 
 
 def test_garbage_policy_for_100_episodes_scores_zero_and_never_crashes(world, tok):

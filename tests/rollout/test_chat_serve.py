@@ -34,9 +34,12 @@ ADD_SCHEMA = {
     "type": "function",
     "function": {"name": "add", "parameters": {"type": "object", "properties": {}}},
 }
-CALL = [Message("user", "use the tool on 2 and 3"),
-        Message("assistant", "", reasoning="I add them.",
-                tool_calls=[ToolCall("add", {"a": 2, "b": 3})])]  # fmt: skip
+CALL = [
+    Message("user", "use the tool on 2 and 3"),
+    Message(
+        "assistant", "", reasoning="I add them.", tool_calls=[ToolCall("add", {"a": 2, "b": 3})]
+    ),
+]
 JSON = [Message("user", "status as json"), Message("assistant", '{"ok": true, "n": 4}')]
 
 
@@ -45,10 +48,16 @@ def served():
     torch.manual_seed(0)
     corpus = [m.content or "" for m in CALL + JSON] + [json.dumps(ADD_SCHEMA), "I add them."]
     tok = train_tokenizer(corpus * 8, vocab_size=500)
-    small = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "num_key_value_heads": 2, "intermediate_size": 64}  # fmt: skip
-    model = LlamaForCausalLM(build_config("nano", len(tok), 256, pad_token_id=tok.pad_token_id,
-                                          **small))  # fmt: skip
+    small = {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "intermediate_size": 64,
+    }
+    model = LlamaForCausalLM(
+        build_config("nano", len(tok), 256, pad_token_id=tok.pad_token_id, **small)
+    )
     rows = [render_ids(m, tok, None, ThinkingConfig()) for m in (CALL, JSON)]
     width = max(len(r.input_ids) for r in rows)
     pad = tok.pad_token_id
@@ -83,8 +92,12 @@ def served():
 def test_tool_call_reply_comes_back_as_openai_tool_calls(served):
     url, loss = served
     assert loss < 0.05, f"the tiny model did not memorise its replies (loss {loss:.3f})"
-    body = {"model": "tiny", "messages": [{"role": "user", "content": CALL[0].content}],
-            "temperature": 0, "max_tokens": 64}  # fmt: skip
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": CALL[0].content}],
+        "temperature": 0,
+        "max_tokens": 64,
+    }
     out = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30).json()
     with_tools = httpx.post(f"{url}/v1/chat/completions", json={**body, "tools": [ADD_SCHEMA]})
     extra = with_tools.json()["usage"]["prompt_tokens"] - out["usage"]["prompt_tokens"]
@@ -104,11 +117,21 @@ def test_llm_client_against_the_served_model(served):
     client = LLMClient(url, "tiny", api_key_env=None)
     assert client.chat_json([{"role": "user", "content": JSON[0].content}]) == {"ok": True, "n": 4}
     # a follow-up turn with an OpenAI-shaped assistant tool call and a tool result renders fine
-    history = [{"role": "user", "content": CALL[0].content},
-               {"role": "assistant", "content": None, "tool_calls": [
-                   {"id": "c1", "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}}]},
-               {"role": "tool", "tool_call_id": "c1", "content": "5"}]  # fmt: skip
+    history = [
+        {"role": "user", "content": CALL[0].content},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "5"},
+    ]
     texts = client.chat(history, max_tokens=8, n=2, temperature=1.0, seed=1)
     assert len(texts) == 2
 

@@ -86,10 +86,14 @@ def test_tempered_logprobs_are_the_sampling_temperatures_and_the_trainers(model,
         assert_close(torch.tensor(c.logprobs), want, atol=1e-5, rtol=0)
     assert max_logprob_error(model, PROMPTS, outs) > 0.05  # not the raw logprobs
     trajs = [
-        Trajectory([Segment(p, "env", [0] * len(p)),
-                    Segment(c.token_ids, "model", [1] * len(c.token_ids), c.logprobs, 0)])
+        Trajectory(
+            [
+                Segment(p, "env", [0] * len(p)),
+                Segment(c.token_ids, "model", [1] * len(c.token_ids), c.logprobs, 0),
+            ]
+        )
         for p, c in zip(PROMPTS, outs)
-    ]  # fmt: skip
+    ]
     tb = pad_trajectories(trajs, PAD)
     with torch.no_grad():
         mine = sequence_logprobs(model, tb, temperature=0.6)  # (B, T)

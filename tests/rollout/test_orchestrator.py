@@ -33,8 +33,14 @@ class SleepEnv:
     peak = {}  # kind -> most open at once
     lock = threading.Lock()
 
-    def __init__(self, kind: str, delay: float, turns: int = 2, crash: bool = False,
-                 crash_on_reset: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        kind: str,
+        delay: float,
+        turns: int = 2,
+        crash: bool = False,
+        crash_on_reset: bool = False,
+    ) -> None:
         self.kind, self.delay, self.turns, self.crash, self.steps = kind, delay, turns, crash, 0
         self.crash_on_reset = crash_on_reset
         self.tools = []
@@ -44,8 +50,9 @@ class SleepEnv:
             raise OSError("sandbox died")
         with SleepEnv.lock:
             SleepEnv.open_now[self.kind] = SleepEnv.open_now.get(self.kind, 0) + 1
-            SleepEnv.peak[self.kind] = max(SleepEnv.peak.get(self.kind, 0),
-                                           SleepEnv.open_now[self.kind])  # fmt: skip
+            SleepEnv.peak[self.kind] = max(
+                SleepEnv.peak.get(self.kind, 0), SleepEnv.open_now[self.kind]
+            )
         return [Message("user", task.instruction)]
 
     def step(self, message: Message) -> StepResult:
@@ -113,8 +120,9 @@ def test_mixture_quotas_and_tolerance():
 
 def test_a_pool_of_several_kinds_runs_each_task_on_its_kinds_service():
     mixed = tasks("math", 2) + tasks("search", 2)  # e.g. one synthesized jsonl source
-    orch = Orchestrator({"mixed": mixed, "math": tasks("math", 2)},
-                        Mixture({"mixed": 1, "math": 1}), 2, tau=1)  # fmt: skip
+    orch = Orchestrator(
+        {"mixed": mixed, "math": tasks("math", 2)}, Mixture({"mixed": 1, "math": 1}), 2, tau=1
+    )
     for kind in ("math", "search"):
         orch.register(local_service(kind, [kind], lambda t: SleepEnv(t.kind, 0)))
     leases = [orch.acquire(timeout=0.1) for _ in range(4)]  # cap: 2 per pool at tau = 1
@@ -241,9 +249,13 @@ def test_a_pool_whose_environment_always_fails_stops_the_wait_with_its_error(tok
     """One kind's environment crashes on every episode (a tool missing on this machine): the
     trainer's wait ends after `max_pool_failures` lost jobs, naming the pool and the error,
     instead of starving the mixture until the batch timeout."""
-    orch = Orchestrator({"math": tasks("math", 20), "swe": tasks("swe", 20)},
-                        Mixture({"math": 1, "swe": 1}), 2, max_retries=1,
-                        max_pool_failures=3)  # fmt: skip
+    orch = Orchestrator(
+        {"math": tasks("math", 20), "swe": tasks("swe", 20)},
+        Mixture({"math": 1, "swe": 1}),
+        2,
+        max_retries=1,
+        max_pool_failures=3,
+    )
     orch.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0)))
     # crashing at reset: a crash in step() is skipped when the random policy's first reply
     # ends the episode by itself (it made this test flaky under load)

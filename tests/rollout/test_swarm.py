@@ -96,25 +96,42 @@ def _staged_episode(world, tok):
     """Orchestrator: create + 2 assignments (stage 1), 1 assignment (stage 2), answer.
     Subagents: A 2 steps (search, answer), B 3 steps (search, search, answer), C 1 step."""
     qa, qb, qc = "Question alpha?", "Question beta?", "Question gamma?"
-    task = Task("wide-0", "swarm", "List three things.", validation=Validation(answer="x; y; z"),
-                metadata={"values": ["x", "y", "z"]})  # fmt: skip
+    task = Task(
+        "wide-0",
+        "swarm",
+        "List three things.",
+        validation=Validation(answer="x; y; z"),
+        metadata={"values": ["x", "y", "z"]},
+    )
     s = lambda q: _call("search", query=q)  # noqa: E731
-    sub = ScriptedEngine(tok, {
-        qa: [_say(s("alpha")), _say(_call("answer", text="x"))],
-        qb: [_say(s("beta")), _say(s("beta two")), _say(_call("answer", text="y"))],
-        qc: [Message("assistant", "Answer: z", reasoning="")],
-    })  # fmt: skip
+    sub = ScriptedEngine(
+        tok,
+        {
+            qa: [_say(s("alpha")), _say(_call("answer", text="x"))],
+            qb: [_say(s("beta")), _say(s("beta two")), _say(_call("answer", text="y"))],
+            qc: [Message("assistant", "Answer: z", reasoning="")],
+        },
+    )
     tools = ["search", "open", "answer"]
-    orch = ScriptedEngine(tok, {task.instruction: [
-        _say(_call("create_subagent", name="w", instructions="Be brief.", tools=tools),
-             _call("assign_task", agent="w", task=qa), _call("assign_task", agent="w", task=qb)),
-        _say(_call("assign_task", agent="w", task=qc)),
-        _say(_call("answer", text="x; y; z")),
-    ]})  # fmt: skip
+    orch = ScriptedEngine(
+        tok,
+        {
+            task.instruction: [
+                _say(
+                    _call("create_subagent", name="w", instructions="Be brief.", tools=tools),
+                    _call("assign_task", agent="w", task=qa),
+                    _call("assign_task", agent="w", task=qb),
+                ),
+                _say(_call("assign_task", agent="w", task=qc)),
+                _say(_call("answer", text="x; y; z")),
+            ]
+        },
+    )
     pool = SubagentPool(sub, tok, env_factory(world), SUB)
     try:
-        (traj,) = run_swarm_episodes(orch, tok, pool, [task], CFG, SwarmBudget(),
-                                     ParlReward(0.2, 0.1, 10), clock=lambda: 5)  # fmt: skip
+        (traj,) = run_swarm_episodes(
+            orch, tok, pool, [task], CFG, SwarmBudget(), ParlReward(0.2, 0.1, 10), clock=lambda: 5
+        )
     finally:
         pool.close()
     return traj
@@ -193,12 +210,14 @@ def test_bad_orchestrator_calls_get_clear_observations(world, tok):
             (_call("spawn", name="a"), "unknown tool"),
             (_call("create_subagent", name="a", instructions="x"), "tools"),  # missing arg
             (_call("create_subagent", name="a", instructions="x", tools=["fly"]), "'fly'"),
-            (_call("create_subagent", name="a", instructions="", tools=["search", "lookup"]),
-             "one kind"),
+            (
+                _call("create_subagent", name="a", instructions="", tools=["search", "lookup"]),
+                "one kind",
+            ),
             (_call("create_subagent", name="a", instructions="", tools=[]), "no tools"),
             (_call("assign_task", agent="nobody", task="q?"), "create_subagent first"),
             (_call("assign_task", agent="a"), "task"),  # missing arg
-        ]  # fmt: skip
+        ]
         for call, needle in cases:
             (text,) = _obs(env, call)
             assert text.startswith("error:") and needle in text, (call, text)

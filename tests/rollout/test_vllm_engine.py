@@ -63,16 +63,20 @@ def ids(tok):
 
 def toy_prompts() -> list[RLPrompt]:
     return [
-        RLPrompt([BOS, D0 + a, SEP],
-                 Task(f"t{a}", "math", str(a), validation=Validation(answer=str(answer(a)))))
+        RLPrompt(
+            [BOS, D0 + a, SEP],
+            Task(f"t{a}", "math", str(a), validation=Validation(answer=str(answer(a)))),
+        )
         for a in range(10)
-    ]  # fmt: skip
+    ]
 
 
 def toy_scorer(end: int):
     def score(prompts, comps):
-        return [Reward(float(c.token_ids == [int(p.task.validation.answer), end]))
-                for p, c in zip(prompts, comps)]  # fmt: skip
+        return [
+            Reward(float(c.token_ids == [int(p.task.validation.answer), end]))
+            for p, c in zip(prompts, comps)
+        ]
 
     return score
 
@@ -91,8 +95,9 @@ def policy(tok, ids):
         x = torch.stack([torch.full_like(a, BOS), D0 + a, torch.full_like(a, SEP), D0 + d], 1)
         y = torch.stack([torch.full_like(a, -100)] * 2 + [D0 + d, torch.full_like(a, END)], 1)
         rx = torch.randint(120, V, (16, 16), generator=g)  # (16, 16) random contexts
-        ry = torch.where(torch.rand(16, 16, generator=g) < 0.3, END,
-                         torch.randint(120, V, (16, 16), generator=g))  # fmt: skip
+        ry = torch.where(
+            torch.rand(16, 16, generator=g) < 0.3, END, torch.randint(120, V, (16, 16), generator=g)
+        )
         loss = F.cross_entropy(model(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
         loss = loss + F.cross_entropy(model(input_ids=rx).logits.reshape(-1, V), ry.reshape(-1))
         opt.zero_grad()
@@ -105,8 +110,9 @@ def policy(tok, ids):
 def engine(policy, tmp_path_factory):
     if not DEFAULT_PYTHON.is_file():
         pytest.fail(f"{DEFAULT_PYTHON} is missing: build it with `make setup-vllm`")
-    eng = make_engine(EngineCfg(kind="vllm", workdir=str(tmp_path_factory.mktemp("vllm"))),
-                      policy, pad_token_id=0)  # fmt: skip
+    eng = make_engine(
+        EngineCfg(kind="vllm", workdir=str(tmp_path_factory.mktemp("vllm"))), policy, pad_token_id=0
+    )
     assert isinstance(eng, VLLMEngine)
     yield eng
     eng.close()
@@ -163,21 +169,24 @@ def probe_logprobs(model, seq: list[int]) -> torch.Tensor:
 @pytest.mark.engines
 def test_vllm_logprobs_match_the_trainer_and_tokens_come_back_as_ids(engine, policy, ids):
     prompts = [p.ids for p in toy_prompts()]
-    params = SamplingParams(max_new_tokens=6, temperature=1.0, n=4, seed=5,
-                            stop_token_ids=(ids["end"],))  # fmt: skip
+    params = SamplingParams(
+        max_new_tokens=6, temperature=1.0, n=4, seed=5, stop_token_ids=(ids["end"],)
+    )
     comps = engine.generate(prompts, params)
     assert len(comps) == 40 and all(c.version == 0 for c in comps)
     for c in comps:  # a stop token ends token_ids; a cut reply has max_new_tokens tokens
         assert (c.finish_reason == "stop") == (ids["end"] in c.token_ids)
         assert c.token_ids[-1] == ids["end"] or len(c.token_ids) == 6
-    infer, train = trainer_logprobs(policy, [p for p in prompts for _ in range(4)], comps,
-                                    ids["pad"])  # fmt: skip
+    infer, train = trainer_logprobs(
+        policy, [p for p in prompts for _ in range(4)], comps, ids["pad"]
+    )
     diff = (infer - train).abs().max().item()
     print(f"parity: {len(infer)} tokens, max |vllm - trainer| = {diff:.2e}")
     assert diff <= TOL
     probe = [BOS, D0 + 3, SEP, answer(3), ids["end"], 150, 200, 250, ids["end"]]
-    torch.testing.assert_close(torch.tensor(engine.prompt_logprobs(probe)),
-                               probe_logprobs(policy, probe), atol=TOL, rtol=0)  # fmt: skip
+    torch.testing.assert_close(
+        torch.tensor(engine.prompt_logprobs(probe)), probe_logprobs(policy, probe), atol=TOL, rtol=0
+    )
 
 
 @pytest.mark.engines
@@ -199,8 +208,9 @@ def test_pushed_weights_equal_the_trainer_and_a_fresh_load(engine, policy, ids, 
     comps = engine.generate([probe[:3]], SamplingParams(max_new_tokens=2, seed=1))
     assert comps[0].version == 7 and engine.version == 7
     with VLLMEngine(new, workdir=tmp_path / "fresh") as fresh:
-        torch.testing.assert_close(torch.tensor(fresh.prompt_logprobs(probe)), after,
-                                   atol=TOL, rtol=0)  # fmt: skip
+        torch.testing.assert_close(
+            torch.tensor(fresh.prompt_logprobs(probe)), after, atol=TOL, rtol=0
+        )
 
 
 def pass_rate(engine, end: int) -> float:
@@ -217,12 +227,30 @@ def test_reasoning_rl_with_vllm_rollouts_raises_reward(engine, policy, ids, tmp_
     model.load_state_dict(policy.state_dict())
     engine.load_weights(model.state_dict(), version=0)  # the run starts on the policy's weights
     before = pass_rate(engine, ids["end"])
-    cfg = RLStageCfg.model_validate(dict(
-        name="rl", kind="rl", sources=[{"source": "world:reasoning"}], steps=20,
-        prompts_per_step=8, group_size=8, temperature=1.0, max_new_tokens=3, micro_batch=64,
-        optim={"lr": 2e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0}))  # fmt: skip
-    rows = train_rl(model, engine, toy_prompts(), toy_scorer(ids["end"]), cfg, tmp_path,
-                    pad_id=ids["pad"], stop_ids=[ids["end"]])  # fmt: skip
+    cfg = RLStageCfg.model_validate(
+        dict(
+            name="rl",
+            kind="rl",
+            sources=[{"source": "world:reasoning"}],
+            steps=20,
+            prompts_per_step=8,
+            group_size=8,
+            temperature=1.0,
+            max_new_tokens=3,
+            micro_batch=64,
+            optim={"lr": 2e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
+        )
+    )
+    rows = train_rl(
+        model,
+        engine,
+        toy_prompts(),
+        toy_scorer(ids["end"]),
+        cfg,
+        tmp_path,
+        pad_id=ids["pad"],
+        stop_ids=[ids["end"]],
+    )
     after = pass_rate(engine, ids["end"])  # sampled by vLLM on the pushed final weights
     print(
         f"reasoning RL on vLLM: pass rate {before:.3f} -> {after:.3f} (160 samples each); "
@@ -263,15 +291,36 @@ def test_agentic_rl_with_vllm_rollouts(engine, policy, tok, tmp_path):
     model.load_state_dict(policy.state_dict())
     engine.load_weights(model.state_dict(), version=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    c = AgenticRLStageCfg.model_validate(dict(
-        name="arl", kind="agentic_rl", sources=[{"source": "world:search"}], steps=3,
-        groups_per_step=2, group_size=4, tau=1, sync_every=1, workers=2, max_turns=4,
-        max_new_tokens=12, context_budget=256, micro_batch=16, checkpoint_every=100,
-        weight_sync_timeout=120, batch_timeout=300,
-        optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0}))  # fmt: skip
+    c = AgenticRLStageCfg.model_validate(
+        dict(
+            name="arl",
+            kind="agentic_rl",
+            sources=[{"source": "world:search"}],
+            steps=3,
+            groups_per_step=2,
+            group_size=4,
+            tau=1,
+            sync_every=1,
+            workers=2,
+            max_turns=4,
+            max_new_tokens=12,
+            context_budget=256,
+            micro_batch=16,
+            checkpoint_every=100,
+            weight_sync_timeout=120,
+            batch_timeout=300,
+            optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
+        )
+    )
     pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
-                        c.group_size, c.tau, c.sync_every)  # fmt: skip
+    orch = Orchestrator(
+        {"search": pool},
+        Mixture({"search": 1}),
+        c.groups_per_step,
+        c.group_size,
+        c.tau,
+        c.sync_every,
+    )
     orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
     workers = LocalWorkers(orch, engine, tok, c.agent(), c.workers)
     rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)

@@ -74,8 +74,9 @@ def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
     from arcforge.types import Message, ToolCall
 
     def stage(**kw):
-        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl",
-                                                 "sources": [{"source": "world:tool"}], **kw})  # fmt: skip
+        return AgenticRLStageCfg.model_validate(
+            {"name": "a", "kind": "agentic_rl", "sources": [{"source": "world:tool"}], **kw}
+        )
 
     task = next(t for t in world.tasks("tool") if len(t.metadata["calls"]) == 2)
     call = task.metadata["calls"][0]
@@ -84,8 +85,9 @@ def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
         (svc,) = _services(stage(call_credit=credit), ["tool"], world)
         env = svc.open(task)
         env.reset(task)
-        env.step(Message("assistant", "", tool_calls=[ToolCall(call["name"], call["arguments"],
-                                                               "c0")]))  # fmt: skip
+        env.step(
+            Message("assistant", "", tool_calls=[ToolCall(call["name"], call["arguments"], "c0")])
+        )
         env.step(Message("assistant", "Answer: nobody"))
         scores.append(env.verify().score)
     assert scores == [0.0, 0.25]
@@ -101,17 +103,31 @@ def test_difficulty_band_cuts_the_task_pools(tmp_path):
     from arcforge.stages.agentic_rl import pool_settings
     from arcforge.train.async_rl import AgenticRLStageCfg
 
-    rows = [{"id": f"m{i}", "kind": "math", "instruction": f"{i} + 1?", "difficulty": d,
-             "validation": {"answer": str(i + 1)}}
-            for i, d in enumerate([0.0, 0.25, 0.5, 1.0])]  # fmt: skip
-    rows.append({"id": "free", "kind": "math", "instruction": "2 + 2?",
-                 "validation": {"answer": "4"}})  # fmt: skip
+    rows = [
+        {
+            "id": f"m{i}",
+            "kind": "math",
+            "instruction": f"{i} + 1?",
+            "difficulty": d,
+            "validation": {"answer": str(i + 1)},
+        }
+        for i, d in enumerate([0.0, 0.25, 0.5, 1.0])
+    ]
+    rows.append(
+        {"id": "free", "kind": "math", "instruction": "2 + 2?", "validation": {"answer": "4"}}
+    )
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     def cfg(band):
-        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "difficulty": band,
-                                                 "sources": [{"source": f"jsonl:{path}"}]})  # fmt: skip
+        return AgenticRLStageCfg.model_validate(
+            {
+                "name": "a",
+                "kind": "agentic_rl",
+                "difficulty": band,
+                "sources": [{"source": f"jsonl:{path}"}],
+            }
+        )
 
     pools, weights, _ = pool_settings(cfg([0.0, 0.25]))
     assert sorted(t.id for t in pools["math"]) == ["free", "m0", "m1"] and weights == {"math": 1.0}
@@ -130,8 +146,16 @@ def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
 
     def write(name, kind, diffs):
         path = tmp_path / f"{name}.jsonl"
-        rows = [{"id": f"{name}{i}", "kind": kind, "instruction": f"{name} {i}?", "difficulty": d,
-                 "validation": {"answer": str(i)}} for i, d in enumerate(diffs)]  # fmt: skip
+        rows = [
+            {
+                "id": f"{name}{i}",
+                "kind": kind,
+                "instruction": f"{name} {i}?",
+                "difficulty": d,
+                "validation": {"answer": str(i)},
+            }
+            for i, d in enumerate(diffs)
+        ]
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return f"jsonl:{path}"
 
@@ -144,8 +168,9 @@ def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
     assert sorted(t.id for t in pools["search"]) == ["s0", "s3"]
     assert sorted(t.id for t in pools["math"]) == ["m0", "m1", "m2"]
     with pytest.raises(ValidationError, match="difficulty must be"):
-        AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "sources": [
-            {**every, "difficulty": [0.5, 0.25]}]})  # fmt: skip
+        AgenticRLStageCfg.model_validate(
+            {"name": "a", "kind": "agentic_rl", "sources": [{**every, "difficulty": [0.5, 0.25]}]}
+        )
 
 
 def test_a_source_may_sample_at_its_own_temperature(tmp_path):
@@ -157,24 +182,33 @@ def test_a_source_may_sample_at_its_own_temperature(tmp_path):
 
     def write(name, kind):
         path = tmp_path / f"{name}.jsonl"
-        rows = [{"id": f"{name}{i}", "kind": kind, "instruction": f"{name} {i}?",
-                 "validation": {"answer": str(i)}} for i in range(3)]  # fmt: skip
+        rows = [
+            {
+                "id": f"{name}{i}",
+                "kind": kind,
+                "instruction": f"{name} {i}?",
+                "validation": {"answer": str(i)},
+            }
+            for i in range(3)
+        ]
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return f"jsonl:{path}"
 
     cold, math = write("s", "search"), write("m", "math")
 
     def cfg(*sources):
-        return AgenticRLStageCfg.model_validate({"name": "a", "kind": "agentic_rl", "temperature": 0.9,
-                                                 "sources": list(sources)})  # fmt: skip
+        return AgenticRLStageCfg.model_validate(
+            {"name": "a", "kind": "agentic_rl", "temperature": 0.9, "sources": list(sources)}
+        )
 
     _, _, temps = pool_settings(cfg({"source": cold, "temperature": 0.5}, {"source": math}))
     assert temps == {"search": 0.5, "math": 0.9}
     assert cfg({"source": math}).agent(0.5).temperature == 0.5
     assert cfg({"source": math}).agent().temperature == 0.9
     other = write("s2", "search")
-    pools, weights, temps = pool_settings(cfg({"source": cold, "temperature": 0.5},
-                                              {"source": other, "weight": 2}))  # fmt: skip
+    pools, weights, temps = pool_settings(
+        cfg({"source": cold, "temperature": 0.5}, {"source": other, "weight": 2})
+    )
     assert temps == {"search": 0.5, "search@0.9": 0.9} and weights == {"search": 1, "search@0.9": 2}
     assert [t.instruction for t in pools["search@0.9"]] == ["s2 0?", "s2 1?", "s2 2?"]
     assert [t.instruction for t in pools["search"]] == ["s 0?", "s 1?", "s 2?"]

@@ -20,8 +20,11 @@ CONFIG = Path(__file__).with_name("agentic_rl_smoke.yaml")
 
 def _config(tmp_path: Path, tasks: Path | None) -> Path:
     """The smoke config's stage as `warm`, then (with `tasks`) an orchestrator stage on them."""
-    text = CONFIG.read_text().replace("name: agentic\n", "name: warm\n").replace(
-        "steps: 3", "steps: 1")  # fmt: skip
+    text = (
+        CONFIG.read_text()
+        .replace("name: agentic\n", "name: warm\n")
+        .replace("steps: 3", "steps: 1")
+    )
     if tasks is not None:
         text += f"""  - name: orchestrator
     kind: agentic_rl
@@ -51,13 +54,20 @@ def test_swarm_source_trains_the_orchestrator_over_frozen_subagents(tmp_path):
     tasks.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in swarm_tasks(world)[:8]))
     cfg = load_config(_config(tmp_path, tasks))
     run_pipeline(cfg, tmp_path, evaluate=False, report=False)
-    rows = [json.loads(x) for x in (tmp_path / "orchestrator" / "metrics.jsonl").read_text()
-            .splitlines()]  # fmt: skip
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / "orchestrator" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["version"] for r in rows] == [1, 2]
     for r in rows:
         assert r["groups_swarm"] == 2
-        assert {"swarm_r_task", "swarm_r_parallel", "swarm_r_finish", "swarm_lambda1",
-                "swarm_critical_steps"} <= set(r)  # fmt: skip
+        assert {
+            "swarm_r_task",
+            "swarm_r_parallel",
+            "swarm_r_finish",
+            "swarm_lambda1",
+            "swarm_critical_steps",
+        } <= set(r)
         assert r["swarm_critical_steps"] >= 1
         # lambda1 = 0.1 * (1 - step / 4) at the step the episode ended
         assert 0.0 <= r["swarm_lambda1"] <= 0.1 + 1e-9

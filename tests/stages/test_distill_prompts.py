@@ -50,8 +50,9 @@ def test_math_and_chat_prompts_stay_one_user_turn(setup):
     world, tok = setup
     math = world.tasks("reasoning", "train")[0]
     chat = world.tasks("chat", "train")[0]
-    ps = teacher_prompts([Record(prompt=t.instruction, task=t) for t in (math, chat)], tok, True,
-                         world)  # fmt: skip
+    ps = teacher_prompts(
+        [Record(prompt=t.instruction, task=t) for t in (math, chat)], tok, True, world
+    )
     for p, t in zip(ps, (math, chat)):
         text = tok.decode(p.ids, skip_special_tokens=False)
         assert t.instruction in text and '"name":' not in text

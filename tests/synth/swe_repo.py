@@ -94,9 +94,15 @@ def test_word_count_tabs():
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(repo),
-           "PATH": "/usr/bin:/bin"}  # fmt: skip
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "HOME": str(repo),
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
@@ -112,11 +118,17 @@ def build_repo(root: Path) -> Path:
     repo = root / "mathlib-repo"
     repo.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
-    commit(repo, {"mathlib/__init__.py": "", "mathlib/ops.py": OPS_V1,
-                  "tests/test_ops.py": TESTS_V1}, "initial")  # fmt: skip
+    commit(
+        repo,
+        {"mathlib/__init__.py": "", "mathlib/ops.py": OPS_V1, "tests/test_ops.py": TESTS_V1},
+        "initial",
+    )
     ops = OPS_V1.replace("    if x > hi:\n        return lo", "    if x > hi:\n        return hi")
-    commit(repo, {"mathlib/ops.py": ops, "tests/test_ops.py": TESTS_V1 + CLAMP_TEST},
-           "Fix clamp above the range\n\nclamp(15, 0, 10) returned 0 instead of 10.")  # fmt: skip
+    commit(
+        repo,
+        {"mathlib/ops.py": ops, "tests/test_ops.py": TESTS_V1 + CLAMP_TEST},
+        "Fix clamp above the range\n\nclamp(15, 0, 10) returned 0 instead of 10.",
+    )
     commit(repo, {"README.md": "mathlib\n"}, "docs")
     ops += MEDIAN
     commit(repo, {"mathlib/ops.py": ops, "tests/test_median.py": MEDIAN_TEST}, "Add median")

@@ -69,8 +69,9 @@ def test_expert_solves_every_scenario_through_the_agent_loop(tasks, world):
         assert tr.reward == 1.0, (t.instruction, tr.reward_details)
         assert tr.reward_details["f1"] == 1.0 and all(tr.reward_details["calls_valid"])
     # a policy that answers at once, without tools: correct answer at best, F1 = 0
-    lazy = ScriptedEngine(tok, {t.instruction: [Message("assistant", f"Answer: {t.validation.answer}")]
-                                for t in ts})  # fmt: skip
+    lazy = ScriptedEngine(
+        tok, {t.instruction: [Message("assistant", f"Answer: {t.validation.answer}")] for t in ts}
+    )
     trajs = run_episodes(lazy, tok, lambda t: make_env(t), ts[:2], cfg)
     assert [tr.reward for tr in trajs] == [0.5, 0.5]
 
@@ -128,14 +129,32 @@ def test_reward_is_call_f1_plus_answer_correctness():
     assert call_f1([("f", {"x": ["A", "B"]})], req)["f1"] == 1.0
     assert answers_match("Num and Vrystad", "Vrystad, Num")
     assert not answers_match("Vrystad", "Vrystad, Num")
-    spec = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}],
-            "records": [{"tool": "f", "arguments": {"x": "A"}, "result": "1"}],
-            "required_calls": req[:1]}  # fmt: skip
+    spec = {
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"x": {"type": "string"}},
+                        "required": ["x"],
+                    },
+                },
+            }
+        ],
+        "records": [{"tool": "f", "arguments": {"x": "A"}, "result": "1"}],
+        "required_calls": req[:1],
+    }
     env = ABEEnv()
     env.reset(Task("t", "abe", "q", context={"abe": spec}, validation=Validation("1")))
-    obs = env.step(Message("assistant", "", tool_calls=[ToolCall("f", {"x": "A"}, "c1"),
-                                                        ToolCall("f", {"y": 2}, "c2")]))  # fmt: skip
+    obs = env.step(
+        Message(
+            "assistant",
+            "",
+            tool_calls=[ToolCall("f", {"x": "A"}, "c1"), ToolCall("f", {"y": 2}, "c2")],
+        )
+    )
     assert obs.observations[0].content == "1"
     assert obs.observations[1].content.startswith("error:")
     env.step(Message("assistant", "Answer: 1"))
@@ -144,26 +163,61 @@ def test_reward_is_call_f1_plus_answer_correctness():
     assert r.score == pytest.approx(5 / 6) and r.details["calls_valid"] == [True, False]
 
 
-DECOMP = json.dumps({"scenario": "multi_hop", "question": "Where is the maker of the Zeta "
-                     "phone based?", "answer": "Oslo", "sub_questions": [
-                         {"id": "q1", "question": "Who makes the Zeta phone?", "answer": "Norco",
-                          "depends_on": None},
-                         {"id": "q2", "question": "Where is Norco based?", "answer": "Oslo",
-                          "depends_on": "q1"}]})  # fmt: skip
-DOCS = json.dumps({"tools": [
-    {"sub_question": "q1", "name": "get_maker", "description": "Company that makes a product.",
-     "parameters": {"type": "object", "properties": {"product": {"type": "string"}},
-                    "required": ["product"]}, "arguments": {"product": "Zeta phone"}},
-    {"sub_question": "q2", "name": "get_company_city", "description": "Where a company is based.",
-     "parameters": {"type": "object", "properties": {"company": {"type": "string"}},
-                    "required": ["company"]}, "arguments": {"company": "Norco"}}]})  # fmt: skip
+DECOMP = json.dumps(
+    {
+        "scenario": "multi_hop",
+        "question": "Where is the maker of the Zeta phone based?",
+        "answer": "Oslo",
+        "sub_questions": [
+            {
+                "id": "q1",
+                "question": "Who makes the Zeta phone?",
+                "answer": "Norco",
+                "depends_on": None,
+            },
+            {"id": "q2", "question": "Where is Norco based?", "answer": "Oslo", "depends_on": "q1"},
+        ],
+    }
+)
+DOCS = json.dumps(
+    {
+        "tools": [
+            {
+                "sub_question": "q1",
+                "name": "get_maker",
+                "description": "Company that makes a product.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"product": {"type": "string"}},
+                    "required": ["product"],
+                },
+                "arguments": {"product": "Zeta phone"},
+            },
+            {
+                "sub_question": "q2",
+                "name": "get_company_city",
+                "description": "Where a company is based.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"company": {"type": "string"}},
+                    "required": ["company"],
+                },
+                "arguments": {"company": "Norco"},
+            },
+        ]
+    }
+)
 
 
 def test_llm_route_decomposes_documents_and_deploys():
     with ReplayServer([DECOMP, DOCS], fail_first=1) as srv:
-        ts, summary = synthesize_abe(1, descriptions=["Find where the Zeta phone's maker is."],
-                                     client=LLMClient(srv.base_url, "m", backoff=0.01),
-                                     ops=("add_parameters", "distractors"), p_op=1.0)  # fmt: skip
+        ts, summary = synthesize_abe(
+            1,
+            descriptions=["Find where the Zeta phone's maker is."],
+            client=LLMClient(srv.base_url, "m", backoff=0.01),
+            ops=("add_parameters", "distractors"),
+            p_op=1.0,
+        )
         assert len(srv.requests) == 3  # one 503 retried, then two answers
     (t,) = ts
     assert t.metadata["scenario"] == "multi_hop" and t.validation.answer == "Oslo"
@@ -181,11 +235,20 @@ def test_llm_route_decomposes_documents_and_deploys():
 
 
 def test_unusable_llm_decomposition_is_dropped_with_a_clear_reason(tmp_path):
-    bad = json.dumps({"scenario": "multi_hop", "answer": "x", "sub_questions": [
-        {"id": "q2", "question": "?", "answer": "x", "depends_on": "q7"}]})  # fmt: skip
+    bad = json.dumps(
+        {
+            "scenario": "multi_hop",
+            "answer": "x",
+            "sub_questions": [{"id": "q2", "question": "?", "answer": "x", "depends_on": "q7"}],
+        }
+    )
     with ReplayServer([bad, DECOMP, DOCS]) as srv:
-        ts, summary = synthesize_abe(2, descriptions=["t", "Find the Zeta maker's city."],
-                                     client=LLMClient(srv.base_url, "m"), work_dir=tmp_path)  # fmt: skip
+        ts, summary = synthesize_abe(
+            2,
+            descriptions=["t", "Find the Zeta maker's city."],
+            client=LLMClient(srv.base_url, "m"),
+            work_dir=tmp_path,
+        )
     assert len(ts) == 1 and summary["steps"]["draft"]["dropped"] == {"bad_llm_reply": 1}
     journal = [json.loads(x) for x in (tmp_path / "draft.jsonl").read_text().splitlines()]
     assert "depends on unknown 'q7'" in journal[0]["detail"]

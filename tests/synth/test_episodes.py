@@ -256,8 +256,9 @@ def test_a_cached_episode_trains_on_the_prompt_the_agent_loop_renders(world, tok
         env = make_env(task, world)
         try:
             msgs = env.reset(task)
-            live = render_ids(msgs, tok, tools=env.tools, thinking=ThinkingConfig(),
-                              add_generation_prompt=True).input_ids  # fmt: skip
+            live = render_ids(
+                msgs, tok, tools=env.tools, thinking=ThinkingConfig(), add_generation_prompt=True
+            ).input_ids
         finally:
             getattr(env, "close", lambda: None)()
         assert ex.input_ids[: ex.loss_mask.index(1)] == list(live), d.kind
@@ -276,8 +277,12 @@ def test_the_unseen_split_leaves_out_every_task_an_sft_demo_or_episode_shows(wor
     world = replace(
         world, config=replace(world.config, episodes=EpisodeCounts(**{**none, "tool": 40}))
     )
-    cfg = RunCfg(name="t", run_dir=str(tmp_path), world={"seed": 7, "scale": 0.1},
-                 eval={"max_turns": 8, "max_new_tokens": 256})  # fmt: skip
+    cfg = RunCfg(
+        name="t",
+        run_dir=str(tmp_path),
+        world={"seed": 7, "scale": 0.1},
+        eval={"max_turns": 8, "max_new_tokens": 256},
+    )
     ctx = RunContext(cfg, tmp_path, _world=world, _tokenizer=tok)
     unseen = world_records(world, "tool", "unseen", ctx)
     episodes = [json.loads(ln) for ln in (tmp_path / "world" / "episodes" / "tool.jsonl").open()]
@@ -301,6 +306,8 @@ def test_a_search_episode_whose_results_never_showed_the_answer_is_rejected(worl
     traj = run_episodes(expert_engine(tok, [task]), tok, env_factory(world), [task], CFG)[0]
     assert reject_reason(traj) is None
     answer = str(task.validation.answer)
-    blind = [replace(m, content=m.content.replace(answer, "someone"))
-             if m.role == "tool" else m for m in traj.messages]  # fmt: skip
+    blind = [
+        replace(m, content=m.content.replace(answer, "someone")) if m.role == "tool" else m
+        for m in traj.messages
+    ]
     assert reject_reason(replace(traj, messages=blind)) == "ungrounded"

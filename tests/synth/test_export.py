@@ -31,8 +31,14 @@ def bash(command: str) -> str:
 def traj(cmds: list[str], reward: float, tid: str = "t") -> Trajectory:
     msgs = [Message("user", "fix calc.py")]
     for i, c in enumerate(cmds):
-        msgs.append(Message("assistant", "", reasoning="look",
-                            tool_calls=[ToolCall("bash", {"command": c}, f"c{i}")]))  # fmt: skip
+        msgs.append(
+            Message(
+                "assistant",
+                "",
+                reasoning="look",
+                tool_calls=[ToolCall("bash", {"command": c}, f"c{i}")],
+            )
+        )
         msgs.append(Message("tool", f"output {i}", tool_call_id=f"c{i}"))
     msgs.append(Message("assistant", "Fixed."))
     return Trajectory(messages=msgs, reward=reward, task_id=tid)
@@ -48,8 +54,12 @@ def test_sft_export_filters_and_masks(tmp_path):
     ]
     res = export_sft(trajs, tmp_path / "sft.jsonl", [Tool.from_function(bash)], max_steps=3)
     assert res["kept"] == 1
-    assert res["dropped"] == {"exploit: touched_tests": 1, "failed": 1, "too few steps": 1,
-                              "too many steps": 1}  # fmt: skip
+    assert res["dropped"] == {
+        "exploit: touched_tests": 1,
+        "failed": 1,
+        "too few steps": 1,
+        "too many steps": 1,
+    }
     line = json.loads((tmp_path / "sft.jsonl").read_text())
     assert line["task_id"] == "good" and line["tool_schemas"][0]["name"] == "bash"
     assert [m.get("train", True) for m in line["messages"] if m["role"] == "tool"] == [False] * 2
@@ -61,9 +71,17 @@ def test_sft_export_filters_and_masks(tmp_path):
 
 
 def test_rl_pool_round_trips_through_sources_and_registry(tmp_path):
-    swe = {"instance_id": "r__1", "repo": "r", "base_commit": "abc", "patch": "p",
-           "test_patch": "", "problem_statement": "bug", "FAIL_TO_PASS": ["t.py::test_a"],
-           "PASS_TO_PASS": [], "repo_path": str(tmp_path)}  # fmt: skip
+    swe = {
+        "instance_id": "r__1",
+        "repo": "r",
+        "base_commit": "abc",
+        "patch": "p",
+        "test_patch": "",
+        "problem_statement": "bug",
+        "FAIL_TO_PASS": ["t.py::test_a"],
+        "PASS_TO_PASS": [],
+        "repo_path": str(tmp_path),
+    }
     (tmp_path / "inst.jsonl").write_text(json.dumps(swe) + "\n")
     tasks = load_tasks(tmp_path / "inst.jsonl") + load_tasks(FIXTURES / "harbor")
     tasks.append(Task("m1", "math", "1+1?", validation=Validation(answer="2")))
@@ -92,10 +110,21 @@ def test_pass_rate_band():
 def test_cli_export(tmp_path):
     trajs = [traj(["cat calc.py"], 1.0, "a"), traj(["git reflog"], 1.0, "b")]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in trajs))
-    out = CliRunner().invoke(app, ["synth", "export", "--trajectories", str(tmp_path / "t.jsonl"),
-                                   "--sft", str(tmp_path / "sft.jsonl"), "--tasks",
-                                   str(FIXTURES / "terminal-bench"), "--rl",
-                                   str(tmp_path / "rl.jsonl")])  # fmt: skip
+    out = CliRunner().invoke(
+        app,
+        [
+            "synth",
+            "export",
+            "--trajectories",
+            str(tmp_path / "t.jsonl"),
+            "--sft",
+            str(tmp_path / "sft.jsonl"),
+            "--tasks",
+            str(FIXTURES / "terminal-bench"),
+            "--rl",
+            str(tmp_path / "rl.jsonl"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     res = json.loads(out.output)
     assert res["sft"]["kept"] == 1 and res["sft"]["dropped"] == {"exploit: git_history": 1}

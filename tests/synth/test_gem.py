@@ -19,11 +19,15 @@ from arcforge.synth.gem import (
 from arcforge.synth.gem_llm import synthesize_gem
 from arcforge.types import Message, ToolCall
 
-MATH = ("Question: Yiatel plants 393 seeds. Birds eat 160. Each remaining seed becomes 5 seeds. "
-        "How many seeds are there?\nSolution: 3 - 0 = 3, 9 - 6 = 3, 3 - 1 = 2, so 393 - 160 = "
-        "233. 3 * 5 = 15, 3 * 5 + 1 = 16, 2 * 5 + 1 = 11, so 233 * 5 = 1165.\nAnswer: 1165")  # fmt: skip
-HOWTO = ("How to repot a plant\n1. Water the plant a day before.\n2. Remove it from the old pot."
-         "\n3. Add 2 cups of 'fresh soil' to the new pot.\n4. Place the plant.")  # fmt: skip
+MATH = (
+    "Question: Yiatel plants 393 seeds. Birds eat 160. Each remaining seed becomes 5 seeds. "
+    "How many seeds are there?\nSolution: 3 - 0 = 3, 9 - 6 = 3, 3 - 1 = 2, so 393 - 160 = "
+    "233. 3 * 5 = 15, 3 * 5 + 1 = 16, 2 * 5 + 1 = 11, so 233 * 5 = 1165.\nAnswer: 1165"
+)
+HOWTO = (
+    "How to repot a plant\n1. Water the plant a day before.\n2. Remove it from the old pot."
+    "\n3. Add 2 cups of 'fresh soil' to the new pot.\n4. Place the plant."
+)
 PROSE = "Vrystad is located in Hooeiia. Vrystad has a population of 823000."
 
 
@@ -54,8 +58,11 @@ def test_step_list_becomes_tools_and_refinement_parallelizes_and_hides_steps():
     item = GemItem("h", HOWTO)
     assert extract_rules(item)
     add = next(s for s in item.steps if s["tool"] == "add_cups")
-    assert add["arguments"] == {"target": "2 cups of 'fresh soil' to the new pot",
-                                "value": "fresh soil", "amount": 2}  # fmt: skip
+    assert add["arguments"] == {
+        "target": "2 cups of 'fresh soil' to the new pot",
+        "value": "fresh soil",
+        "amount": 2,
+    }
     generate_rules(item)
     n_calls = sum(len(m.tool_calls) for m in item.messages)
     refine_rules(item)
@@ -90,25 +97,63 @@ def test_rule_route_on_world_texts_counts_every_reason():
     steps = ["filter", "extract", "generate", "refine", "validate"]
     assert [p["step"] for p in records[0]["provenance"]] == steps
     assert records[0]["tools"] == ["calculator"]
-    assert all(validate_trajectory([Message.from_dict(m) for m in r["messages"]],
-                                   r["tool_schemas"]) == [] for r in records)  # fmt: skip
+    assert all(
+        validate_trajectory([Message.from_dict(m) for m in r["messages"]], r["tool_schemas"]) == []
+        for r in records
+    )
 
 
-TOOLS = [{"type": "function", "function": {"name": "book_room", "description": "Book a room.",
-          "parameters": {"type": "object", "properties": {"hotel": {"type": "string"},
-                         "nights": {"type": "integer"}}, "required": ["hotel", "nights"]}}},
-         {"name": "pay", "description": "Pay a booking.", "parameters": {"type": "object",
-          "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}]  # fmt: skip
-TRAJ = {"messages": [
-    {"role": "system", "content": "You book trips."},
-    {"role": "user", "content": "Book 2 nights at Hotel Num and pay."},
-    {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "type": "function",
-     "function": {"name": "book_room", "arguments": "{\"hotel\": \"Hotel Num\", \"nights\": 2}"}}]},
-    {"role": "tool", "content": "{\"booking_id\": \"B-17\"}"},
-    {"role": "assistant", "content": "", "tool_calls": [{"name": "pay",
-     "arguments": {"booking_id": "B-17"}}]},
-    {"role": "tool", "content": "{\"status\": \"paid\"}"},
-    {"role": "assistant", "content": "Booked and paid (B-17)."}]}  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "book_room",
+            "description": "Book a room.",
+            "parameters": {
+                "type": "object",
+                "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer"}},
+                "required": ["hotel", "nights"],
+            },
+        },
+    },
+    {
+        "name": "pay",
+        "description": "Pay a booking.",
+        "parameters": {
+            "type": "object",
+            "properties": {"booking_id": {"type": "string"}},
+            "required": ["booking_id"],
+        },
+    },
+]
+TRAJ = {
+    "messages": [
+        {"role": "system", "content": "You book trips."},
+        {"role": "user", "content": "Book 2 nights at Hotel Num and pay."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "a",
+                    "type": "function",
+                    "function": {
+                        "name": "book_room",
+                        "arguments": '{"hotel": "Hotel Num", "nights": 2}',
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "content": '{"booking_id": "B-17"}'},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"name": "pay", "arguments": {"booking_id": "B-17"}}],
+        },
+        {"role": "tool", "content": '{"status": "paid"}'},
+        {"role": "assistant", "content": "Booked and paid (B-17)."},
+    ]
+}
 
 
 def _llm(refined_nights):
@@ -119,8 +164,7 @@ def _llm(refined_nights):
         if system.startswith("Does the text"):
             return json.dumps({"multi_step": "Book" in messages[1]["content"]})
         if system.startswith("Extract"):
-            return json.dumps({"goal": "book and pay", "workflow": ["book", "pay"],
-                               "tools": TOOLS})  # fmt: skip
+            return json.dumps({"goal": "book and pay", "workflow": ["book", "pay"], "tools": TOOLS})
         if system.startswith("Write"):
             return "```json\n" + json.dumps(TRAJ) + "\n```"
         t = json.loads(json.dumps(TRAJ))
@@ -134,8 +178,10 @@ def _llm(refined_nights):
 
 
 def test_llm_route_end_to_end_over_http():
-    texts = [("t1", "Book the hotel. Then pay for it. Finally send the receipt."),
-             ("t2", "A poem about rain.")]  # fmt: skip
+    texts = [
+        ("t1", "Book the hotel. Then pay for it. Finally send the receipt."),
+        ("t2", "A poem about rain."),
+    ]
     with ReplayServer(_llm(3)) as srv:
         records, summary = synthesize_gem(texts, LLMClient(srv.base_url, "m"))
         assert len(srv.requests) == 5  # t1: 4 stages, t2: the filter only
@@ -149,8 +195,9 @@ def test_llm_route_end_to_end_over_http():
 
 def test_llm_trajectory_breaking_the_schema_is_dropped():
     with ReplayServer(_llm("three")) as srv:  # nights must be an integer
-        records, summary = synthesize_gem([("t1", "Book it. Then pay. Finally go.")],
-                                          LLMClient(srv.base_url, "m"))  # fmt: skip
+        records, summary = synthesize_gem(
+            [("t1", "Book it. Then pay. Finally go.")], LLMClient(srv.base_url, "m")
+        )
     assert records == [] and summary["steps"]["validate"]["dropped"] == {"invalid_trajectory": 1}
 
 
@@ -162,8 +209,11 @@ def test_unreachable_llm_aborts_with_one_clear_error():
 
 def test_garbage_llm_replies_are_dropped_not_fatal(tmp_path):
     with ReplayServer(lambda msgs: "Sure! Here you go: the answer is yes") as srv:
-        records, summary = synthesize_gem([("a", "x"), ("b", "y"), ("c", "z"), ("d", "w")],
-                                          LLMClient(srv.base_url, "m"), work_dir=tmp_path)  # fmt: skip
+        records, summary = synthesize_gem(
+            [("a", "x"), ("b", "y"), ("c", "z"), ("d", "w")],
+            LLMClient(srv.base_url, "m"),
+            work_dir=tmp_path,
+        )
         assert len(srv.requests) == 8  # each text: one ask + one repair turn
     assert records == [] and summary["steps"]["filter"]["dropped"] == {"bad_llm_reply": 4}
     journal = [json.loads(x) for x in (tmp_path / "filter.jsonl").read_text().splitlines()]

@@ -50,7 +50,10 @@ def test_steps_counts_provenance_and_reasons(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     by = {s["step"]: s for s in summary["steps"]}
     assert (by["expand"]["in"], by["expand"]["out"], by["expand"]["dropped"]) == (
-        5, 8, {"no output": 1})  # fmt: skip
+        5,
+        8,
+        {"no output": 1},
+    )
     assert (by["odd"]["in"], by["odd"]["out"], by["odd"]["dropped"]) == (8, 4, {"even": 4})
     assert by["inc"]["dropped"] == {"too easy": 1, "error: ZeroDivisionError": 1}
     assert "boom on 41" in by["inc"]["errors"][0] and summary["final"] == 2
@@ -72,7 +75,10 @@ def test_resume_after_interruption_neither_loses_nor_duplicates(tmp_path):
             raise KeyboardInterrupt  # the user pressed ^C while this record was in flight
         return Record(rec.id, {"sq": rec.data["x"] ** 2})
 
-    steps = [Step("square", slow_square, workers=1, on_error="raise"), filter_step("odd", lambda r: None if r.data["sq"] % 2 else "even")]  # fmt: skip
+    steps = [
+        Step("square", slow_square, workers=1, on_error="raise"),
+        filter_step("odd", lambda r: None if r.data["sq"] % 2 else "even"),
+    ]
     with pytest.raises(KeyboardInterrupt):
         Pipeline(steps, tmp_path).run(seeds(20))
     first = list(calls)
@@ -85,8 +91,11 @@ def test_resume_after_interruption_neither_loses_nor_duplicates(tmp_path):
     out = Pipeline(steps, tmp_path).run(seeds(20))
     assert sorted(calls) == sorted(f"s{i}" for i in range(13, 20))  # only unfinished work
     assert [r.data["sq"] for r in out] == [i * i for i in range(20) if i % 2]
-    lines = [json.loads(x) for x in (tmp_path / "square.jsonl").read_text().splitlines()
-             if x.startswith('{"input": "s') and x.endswith("}")]  # fmt: skip
+    lines = [
+        json.loads(x)
+        for x in (tmp_path / "square.jsonl").read_text().splitlines()
+        if x.startswith('{"input": "s') and x.endswith("}")
+    ]
     assert sorted(e["input"] for e in lines) == sorted(f"s{i}" for i in range(20))
     # a third run does no work at all and gives the same records
     calls[:] = []

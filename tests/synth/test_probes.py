@@ -53,9 +53,14 @@ def test_full_matrix_each_weak_task_falls_to_exactly_one_probe():
 
 
 def test_unstable_and_unsupported_tasks_name_why():
-    flaky = Task("flaky", "terminal", "x", validation=STRONG_TASKS["strong_tests"].validation,
-                 context={"files": {"calc.py": "def add(a, b):\n    return a + b\n"}},
-                 metadata={"solution": FIX, "test_files": {"test_calc.py": TEST}})  # fmt: skip
+    flaky = Task(
+        "flaky",
+        "terminal",
+        "x",
+        validation=STRONG_TASKS["strong_tests"].validation,
+        context={"files": {"calc.py": "def add(a, b):\n    return a + b\n"}},
+        metadata={"solution": FIX, "test_files": {"test_calc.py": TEST}},
+    )
     res = check_task_exploits(flaky, runs=1, probes=[])
     assert res["oracle"] and res["empty"] and not res["accepted"]
     assert res["reasons"] == ["the empty solution passed 1/1 runs"]
@@ -97,8 +102,9 @@ def test_cli_check_task_on_harbor_dirs(tmp_path):
     runner = CliRunner()
     for name, verify, accepted in [("good", good, True), ("weak", weak, False)]:
         root = _harbor_dir(tmp_path / name, verify)
-        out = runner.invoke(app, ["synth", "check-task", str(root), "--runs", "1",
-                                  "--probes", "fake_output"])  # fmt: skip
+        out = runner.invoke(
+            app, ["synth", "check-task", str(root), "--runs", "1", "--probes", "fake_output"]
+        )
         assert out.exit_code == 0, out.output
         res = json.loads(out.output[out.output.index("{") :])
         assert res["accepted"] is accepted, res

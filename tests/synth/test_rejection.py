@@ -19,9 +19,11 @@ from arcforge.synth.rejection import rejection_sample
 from arcforge.train.sft import Conversation, encode_conversations, make_batch_fn, sft_loss
 from arcforge.types import Message, Task, Validation
 
-QUESTIONS = {"easy": ("How many apples?", ["7"], "7"),
-             "mid": ("How many pears?", ["3", "4"], "3"),
-             "hard": ("How many plums?", ["5"], "6")}  # fmt: skip
+QUESTIONS = {
+    "easy": ("How many apples?", ["7"], "7"),
+    "mid": ("How many pears?", ["3", "4"], "3"),
+    "hard": ("How many plums?", ["5"], "6"),
+}
 
 
 def _checkpoint(tmp_path):

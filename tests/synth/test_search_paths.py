@@ -19,19 +19,38 @@ from arcforge.synth.search_paths import (
 from arcforge.synth.wkg import Fact, WebGraph, build_graph
 
 PAGES = [
-    ("a", "Ada Brill", "Facts about Ada Brill:\n- Ada Brill works for Kredria Studios.\n"
-     "- Ada Brill was born in Num.\n- Ada Brill was born in the year 1950.\n"
-     "- Ada Brill works as pilot."),
-    ("c", "Cor Dane", "Facts about Cor Dane:\n- Cor Dane works for Yooth Labs.\n"
-     "- Cor Dane was born in Num.\n- Cor Dane was born in the year 1972.\n"
-     "- Cor Dane works as baker."),
-    ("k", "Kredria Studios", "Facts about Kredria Studios:\n"
-     "- Kredria Studios is headquartered in Vrystad."),
+    (
+        "a",
+        "Ada Brill",
+        "Facts about Ada Brill:\n- Ada Brill works for Kredria Studios.\n"
+        "- Ada Brill was born in Num.\n- Ada Brill was born in the year 1950.\n"
+        "- Ada Brill works as pilot.",
+    ),
+    (
+        "c",
+        "Cor Dane",
+        "Facts about Cor Dane:\n- Cor Dane works for Yooth Labs.\n"
+        "- Cor Dane was born in Num.\n- Cor Dane was born in the year 1972.\n"
+        "- Cor Dane works as baker.",
+    ),
+    (
+        "k",
+        "Kredria Studios",
+        "Facts about Kredria Studios:\n- Kredria Studios is headquartered in Vrystad.",
+    ),
     ("y", "Yooth Labs", "Facts about Yooth Labs:\n- Yooth Labs is headquartered in Num."),
-    ("v", "Vrystad", "Facts about Vrystad:\n- Vrystad is located in Hooeiia.\n"
-     "- Vrystad has a population of 823000."),
-    ("n", "Num", "Facts about Num:\n- Num is located in Hooeiia.\n- Num has a population of 87000."),
-]  # fmt: skip
+    (
+        "v",
+        "Vrystad",
+        "Facts about Vrystad:\n- Vrystad is located in Hooeiia.\n"
+        "- Vrystad has a population of 823000.",
+    ),
+    (
+        "n",
+        "Num",
+        "Facts about Num:\n- Num is located in Hooeiia.\n- Num has a population of 87000.",
+    ),
+]
 G = build_graph(PAGES)
 TEXTS = {p[0]: p[2] for p in PAGES}
 # Ada -works_for-> Kredria Studios -headquartered_in-> Vrystad
@@ -59,8 +78,11 @@ def test_backward_sampling_takes_only_functional_or_unique_hops():
 def test_indirect_then_remove_salient_then_obfuscate_keep_uniqueness():
     d = indirect(G, ADA)
     # Ada's facts except the first hop's relation, most selective first: year, job, birthplace
-    assert d.start_desc == [Constraint("born_year", "1950"), Constraint("occupation", "pilot"),
-                            Constraint("born_in", "Num")]  # fmt: skip
+    assert d.start_desc == [
+        Constraint("born_year", "1950"),
+        Constraint("occupation", "pilot"),
+        Constraint("born_in", "Num"),
+    ]
     d = remove_salient(G, d)
     assert d.start_desc == [Constraint("occupation", "pilot"), Constraint("born_in", "Num")]
     d = indirect(G, ADA)
@@ -87,8 +109,10 @@ def test_evidence_closure_and_cross_page_consistency():
     # a fact whose only page does not contain it: no evidence
     lying = WebGraph([*G.facts, Fact("Kredria Studios", "headquartered_in", "Vrystad", "x")])
     assert evidence_problem(lying, {**TEXTS, "x": "nothing here"}, ADA) is None  # page k backs it
-    orphan = WebGraph([f for f in G.facts if f.page != "k"] +
-                      [Fact("Kredria Studios", "headquartered_in", "Vrystad", "x")])  # fmt: skip
+    orphan = WebGraph(
+        [f for f in G.facts if f.page != "k"]
+        + [Fact("Kredria Studios", "headquartered_in", "Vrystad", "x")]
+    )
     assert evidence_problem(orphan, {**TEXTS, "x": "nothing here"}, ADA) == "no_evidence"
     # another page says Kredria Studios is headquartered in Num: a conflict on a hop
     news = build_graph([*PAGES, ("z", "News", "News\n\nKredria Studios is headquartered in Num.")])

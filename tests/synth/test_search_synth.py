@@ -45,8 +45,12 @@ def _kb_answers(kb, plan):
     if plan["start"] is not None:
         cur = {plan["start"]}
     else:
-        cur = {n for n in names if kb.by_name[n].type == plan["start_type"]
-               and all(holds(n, *c) for c in plan["start_desc"])}  # fmt: skip
+        cur = {
+            n
+            for n in names
+            if kb.by_name[n].type == plan["start_type"]
+            and all(holds(n, *c) for c in plan["start_desc"])
+        }
     for rel, inverse in plan["hops"]:
         if inverse:
             cur = {t.subject for t in kb.triples if t.relation == rel and t.object in cur}
@@ -75,16 +79,29 @@ def test_questions_have_3_plus_hops_unique_answers_and_beat_two_searches(world, 
 def test_summary_counts_every_filter_consistently(synth):
     tasks, summary = synth
     steps = summary["steps"]
-    assert list(steps) == ["sample", "evolve", "graph_unique", "evidence", "consistency",
-                           "render", "no_tool", "two_search", "agents_agree"]  # fmt: skip
+    assert list(steps) == [
+        "sample",
+        "evolve",
+        "graph_unique",
+        "evidence",
+        "consistency",
+        "render",
+        "no_tool",
+        "two_search",
+        "agents_agree",
+    ]
     for c in steps.values():
         assert c["in"] == c["out"] + sum(c["dropped"].values())
     names = list(steps)
     for a, b in zip(names, names[1:]):
         assert steps[b]["in"] == steps[a]["out"]  # a chain: each step sees the survivors
     assert steps["agents_agree"]["out"] == summary["passed"] >= summary["kept"] == len(tasks)
-    assert summary["evolution"] and set(summary["ops"]) <= {"indirect", "remove_salient",
-                                                            "obfuscate", "uncertainty"}  # fmt: skip
+    assert summary["evolution"] and set(summary["ops"]) <= {
+        "indirect",
+        "remove_salient",
+        "obfuscate",
+        "uncertainty",
+    }
     assert steps["two_search"]["dropped"].get("two_search_solved", 0) > 0  # the filter bites
     assert steps["no_tool"]["in"] == summary["info"]["no_tool_skipped"]  # no model configured
     json.dumps(summary)
@@ -100,15 +117,26 @@ def test_rerun_resumes_from_the_journals(world, graph, synth, tmp_path):
     for name, c in s2["steps"].items():
         assert c["resumed"] == c["in"] and c["out"] == s1["steps"][name]["out"]
     prov = first[0].metadata["provenance"]
-    assert [p["step"] for p in prov] == ["sample", "evolve", "graph_unique", "evidence",
-                                         "consistency", "render", "no_tool", "two_search",
-                                         "agents_agree"]  # fmt: skip
+    assert [p["step"] for p in prov] == [
+        "sample",
+        "evolve",
+        "graph_unique",
+        "evidence",
+        "consistency",
+        "render",
+        "no_tool",
+        "two_search",
+        "agents_agree",
+    ]
     assert prov[0]["input"].startswith("draft-")
 
 
 def test_two_hop_questions_are_mostly_solved_within_two_searches(world, graph):
-    tasks, summary = synthesize_search(graph, world.pages, SearchSynthConfig(
-        n=1, hops=(2,), p_indirect=0, p_uncertainty=0, attempts=300, seed=2))  # fmt: skip
+    tasks, summary = synthesize_search(
+        graph,
+        world.pages,
+        SearchSynthConfig(n=1, hops=(2,), p_indirect=0, p_uncertainty=0, attempts=300, seed=2),
+    )
     two = summary["steps"]["two_search"]
     assert two["dropped"]["two_search_solved"] > two["out"]
 
@@ -121,8 +149,9 @@ def test_model_that_knows_the_answer_drops_the_question(world, graph, synth):
         return known.get(messages[-1]["content"], "I do not know.")
 
     with ReplayServer(llm) as srv:
-        again, summary = synthesize_search(graph, world.pages, SearchSynthConfig(n=2, seed=1),
-                                           LLMClient(srv.base_url, "m"))  # fmt: skip
+        again, summary = synthesize_search(
+            graph, world.pages, SearchSynthConfig(n=2, seed=1), LLMClient(srv.base_url, "m")
+        )
         asked = [r["messages"][-1]["content"] for r in srv.requests]
     assert tasks[0].instruction in asked
     assert summary["steps"]["no_tool"]["dropped"] == {"answerable_without_tools": 1}
@@ -155,12 +184,18 @@ def test_paraphrase_kept_only_when_names_survive(world, graph):
 def test_model_solving_within_two_searches_drops_the_question(world, graph, synth, tok):
     tasks, _ = synth
     first = tasks[0]
-    cheat = [Message("assistant", "", tool_calls=[ToolCall("search", {"query": "x"}, "c0")]),
-             Message("assistant", "", tool_calls=[ToolCall("answer",
-                                                           {"text": first.validation.answer}, "c1")])]  # fmt: skip
+    cheat = [
+        Message("assistant", "", tool_calls=[ToolCall("search", {"query": "x"}, "c0")]),
+        Message(
+            "assistant",
+            "",
+            tool_calls=[ToolCall("answer", {"text": first.validation.answer}, "c1")],
+        ),
+    ]
     engine = ScriptedEngine(tok, {first.instruction: cheat})
-    again, summary = synthesize_search(graph, world.pages, SearchSynthConfig(n=2, seed=1),
-                                       engine=(engine, tok))  # fmt: skip
+    again, summary = synthesize_search(
+        graph, world.pages, SearchSynthConfig(n=2, seed=1), engine=(engine, tok)
+    )
     assert summary["steps"]["two_search"]["dropped"]["engine_two_search_solved"] == 1
     assert [t.instruction for t in again] == [t.instruction for t in tasks[1:3]]
 
@@ -168,11 +203,13 @@ def test_model_solving_within_two_searches_drops_the_question(world, graph, synt
 def test_expert_solves_synthesized_tasks_in_the_agent_loop(world, synth, tok):
     tasks, _ = synth
     cfg = AgentConfig(max_turns=12, max_new_tokens=256, context_budget=8192)
-    trajs = run_episodes(expert_engine(tok, tasks[:2]), tok, lambda t: make_env(t, world),
-                         tasks[:2], cfg)  # fmt: skip
+    trajs = run_episodes(
+        expert_engine(tok, tasks[:2]), tok, lambda t: make_env(t, world), tasks[:2], cfg
+    )
     assert [t.reward for t in trajs] == [1.0, 1.0]
-    assert all(t.reward_details["searches"] == len(task.metadata["path"])
-               for t, task in zip(trajs, tasks))  # fmt: skip
+    assert all(
+        t.reward_details["searches"] == len(task.metadata["path"]) for t, task in zip(trajs, tasks)
+    )
 
 
 def test_render_nests_hops_descriptions_and_answer_facts(graph):

@@ -22,9 +22,11 @@ from arcforge.world.kb import build_kb
 from arcforge.world.names import NameBank
 from arcforge.world.slides import reference_deck, slides_tasks
 
-DECK = ('<p>intro</p><section class="slide"><h2>A</h2></section>\n'
-        '<section class="slide"><section>inner</section><p>B</p></section>'
-        '<section class="slide"><p>C</p></section>')  # fmt: skip
+DECK = (
+    '<p>intro</p><section class="slide"><h2>A</h2></section>\n'
+    '<section class="slide"><section>inner</section><p>B</p></section>'
+    '<section class="slide"><p>C</p></section>'
+)
 
 
 def _tasks(n: int):
@@ -75,8 +77,9 @@ def _tokenizer() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([DECK] * 4, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
@@ -105,8 +108,9 @@ def test_curate_decks_skips_simple_and_keeps_best_with_mask():
     bad = bad.replace("</ul>", "<li>more</li>" * 14 + "</ul>")
     broken = clean[:a] + bad + clean[b:]
     samples = {easy.id: [reference_deck(easy)] * 2, hard.id: [broken, "no deck, sorry"]}
-    records, counts = curate_decks([easy, hard], lambda t, n: samples[t.id][:n], n=2,
-                                   min_score=0.5, threshold=0.7)  # fmt: skip
+    records, counts = curate_decks(
+        [easy, hard], lambda t, n: samples[t.id][:n], n=2, min_score=0.5, threshold=0.7
+    )
     assert counts == {"tasks": 2, "samples": 4, "skipped_simple": 1, "rejected": 0, "kept": 1}
     (rec,) = records
     assert rec["task_id"] == hard.id and rec["messages"][1]["content"] == broken

@@ -9,7 +9,10 @@ def test_expert_orchestrator_episodes_are_verified_and_grounded(world, tok):
     assert stats["episodes"] == 6 and stats["episodes_kept"] == len(demos) >= 4, stats
     for d in demos:
         assert d.kind == "swarm" and [t.name for t in d.tools] == [
-            "create_subagent", "assign_task", "answer"]  # fmt: skip
+            "create_subagent",
+            "assign_task",
+            "answer",
+        ]
         asst = [m for m in d.messages if m.role == "assistant"]
         assert len(asst) == 2 and asst[0].tool_calls[0].name == "create_subagent"
         results = [m.content for m in d.messages if m.role == "tool"][1:-1]

@@ -60,11 +60,15 @@ def test_fix_commits_become_instances(built):
     assert sorted(by_msg) == ["Add median", "Fix clamp above the range"]
     clamp = by_msg["Fix clamp above the range"]
     assert clamp["FAIL_TO_PASS"] == ["tests/test_ops.py::test_clamp_above"]
-    assert sorted(clamp["PASS_TO_PASS"]) == [f"tests/test_ops.py::test_{n}" for n in
-                                             ("clamp_below", "clamp_inside", "mean", "word_count")]  # fmt: skip
+    assert sorted(clamp["PASS_TO_PASS"]) == [
+        f"tests/test_ops.py::test_{n}"
+        for n in ("clamp_below", "clamp_inside", "mean", "word_count")
+    ]
     assert "tests/" not in clamp["patch"] and "mathlib/ops.py" not in clamp["test_patch"]
     assert sorted(by_msg["Add median"]["FAIL_TO_PASS"]) == [
-        "tests/test_median.py::test_median_even", "tests/test_median.py::test_median_odd"]  # fmt: skip
+        "tests/test_median.py::test_median_even",
+        "tests/test_median.py::test_median_odd",
+    ]
     summary = json.loads((root / "out" / "summary.json").read_text())
     validate = summary["steps"][0]
     assert (validate["in"], validate["out"]) == (4, 2)  # docs commit is not a candidate
@@ -73,8 +77,17 @@ def test_fix_commits_become_instances(built):
     details = sorted(e.get("detail", "") for e in journal if e["dropped"])
     assert sorted(d.split(", ")[-1] for d in details) == ["0 flaky", "1 flaky"]  # refactor, flaky
     inst = json.loads(path.read_text().splitlines()[0])
-    assert {"instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
-            "FAIL_TO_PASS", "PASS_TO_PASS", "repo_path"} <= set(inst)  # fmt: skip
+    assert {
+        "instance_id",
+        "repo",
+        "base_commit",
+        "patch",
+        "test_patch",
+        "problem_statement",
+        "FAIL_TO_PASS",
+        "PASS_TO_PASS",
+        "repo_path",
+    } <= set(inst)
 
 
 def test_exported_instances_hold_with_and_without_the_fix(built, tmp_path):
@@ -88,7 +101,8 @@ def test_rerun_resumes_and_cli_reports_counts(built):
     assert out.exit_code == 0, out.output
     res = json.loads(out.output.strip().splitlines()[-1])
     assert res["instances"] == 2 and res["steps"]["validate"]["dropped"] == {
-        "no FAIL_TO_PASS test": 2}  # fmt: skip
+        "no FAIL_TO_PASS test": 2
+    }
     assert path.read_text() == before  # nothing re-run, nothing duplicated
     summary = json.loads((root / "out" / "summary.json").read_text())
     assert summary["steps"][0]["resumed"] == 4
@@ -120,15 +134,25 @@ def test_synthetic_bugs_break_tests_and_hold(built, tmp_path):
         assert all(t in r.data["problem_statement"] for t in r.data["FAIL_TO_PASS"])
         assert r.data["mutation"]["original"] in r.data["patch"]
     assert_instances_hold(path, tmp_path)
-    refs = subprocess.run(["git", "for-each-ref", "refs/arcforge/bugs"], cwd=tmp_path / "bugs" /
-                          "repo.git", capture_output=True, text=True).stdout  # fmt: skip
+    refs = subprocess.run(
+        ["git", "for-each-ref", "refs/arcforge/bugs"],
+        cwd=tmp_path / "bugs" / "repo.git",
+        capture_output=True,
+        text=True,
+    ).stdout
     assert len(refs.splitlines()) == len(recs)  # kept mutants only; the user's repo untouched
-    assert "arcforge" not in subprocess.run(["git", "for-each-ref"], cwd=repo,
-                                            capture_output=True, text=True).stdout  # fmt: skip
+    assert (
+        "arcforge"
+        not in subprocess.run(
+            ["git", "for-each-ref"], cwd=repo, capture_output=True, text=True
+        ).stdout
+    )
 
 
-SIX_BUG = ("    if isinstance(s, text_type):\n        return s.encode(encoding, errors)",
-           "    if isinstance(s, text_type):\n        return s.encode(encoding)")  # fmt: skip
+SIX_BUG = (
+    "    if isinstance(s, text_type):\n        return s.encode(encoding, errors)",
+    "    if isinstance(s, text_type):\n        return s.encode(encoding)",
+)
 SIX_TEST = """
 
 def test_ensure_binary_honours_errors():
@@ -140,9 +164,23 @@ def _pypi_six(cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     found = sorted(cache.glob("six-*.tar.gz"))
     if not found:
-        res = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                              ":all:", "six==1.17.0", "-d", str(cache)],
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "six==1.17.0",
+                "-d",
+                str(cache),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         found = sorted(cache.glob("six-*.tar.gz"))
         if not found:
             pytest.skip(f"pip could not download six: {res.stderr.strip()[-300:]}")
@@ -194,13 +232,17 @@ def test_statement_rewrite_guard_names_what_is_wrong():
 
     orig = "`is_prime` gives a wrong result\n\nCalling `is_prime(7)` (from `pkg/numbers.py`) returns False."
     f2p = ["tests/test_numbers.py::test_is_prime_small[7]"]
-    patch = "--- a/pkg/numbers.py\n+++ b/pkg/numbers.py\n-    return n % 2 == 1\n+    return all(n % d for d in range(2, n))\n"  # fmt: skip
+    patch = "--- a/pkg/numbers.py\n+++ b/pkg/numbers.py\n-    return n % 2 == 1\n+    return all(n % d for d in range(2, n))\n"
     good = "is_prime(7) says False although 7 is a prime; it should say True."
     assert statement_problem(orig, good, f2p, patch) is None
     assert statement_problem(orig, "Answer: 170", f2p, patch) == "too short"
-    assert statement_problem(orig, "The numbers module gives wrong answers for primes.", f2p,
-                             patch) == "lost the code names"  # fmt: skip
-    assert statement_problem(orig, "is_prime fails; see test_is_prime_small for details.", f2p,
-                             patch) == "names a FAIL_TO_PASS test"  # fmt: skip
+    assert (
+        statement_problem(orig, "The numbers module gives wrong answers for primes.", f2p, patch)
+        == "lost the code names"
+    )
+    assert (
+        statement_problem(orig, "is_prime fails; see test_is_prime_small for details.", f2p, patch)
+        == "names a FAIL_TO_PASS test"
+    )
     leak = "is_prime is wrong, change it to return all(n % d for d in range(2, n))"
     assert statement_problem(orig, leak, f2p, patch) == "quotes the fix"

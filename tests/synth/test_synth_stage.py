@@ -19,9 +19,11 @@ def test_synth_stage_on_world_repos(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
     from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 
-    raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
-           "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 3,
-                       "runs": 1}]}  # fmt: skip
+    raw = {
+        "name": "t",
+        "world": {"seed": 3, "scale": 0.1},
+        "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 3, "runs": 1}],
+    }
     cfg = parse_config(raw)
     ctx = RunContext(cfg, tmp_path)
     summary = run_stage(ctx, cfg.stages[0])
@@ -60,11 +62,22 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
         return "I do not know."  # no-tool answers are wrong; GEM gets unusable JSON
 
     with ReplayServer(llm) as srv:
-        raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
-               "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 2,
-                           "gem_texts": 2, "abe": 2, "search_llm_pages": 2,
-                           "llm": {"base_url": srv.base_url,
-                                                   "api_key_env": None}}]}  # fmt: skip
+        raw = {
+            "name": "t",
+            "world": {"seed": 3, "scale": 0.1},
+            "stages": [
+                {
+                    "name": "synth",
+                    "kind": "synth",
+                    "swe_repos": 0,
+                    "search": 2,
+                    "gem_texts": 2,
+                    "abe": 2,
+                    "search_llm_pages": 2,
+                    "llm": {"base_url": srv.base_url, "api_key_env": None},
+                }
+            ],
+        }
         cfg = parse_config(raw)
         summary = run_stage(RunContext(cfg, tmp_path), cfg.stages[0])
         systems = [r["messages"][0]["content"] for r in srv.requests]
@@ -94,9 +107,19 @@ def test_served_checkpoint_also_runs_the_two_search_agent(tmp_path, tok):
 
     model = init_model(build_config("nano", vocab_size=len(tok), max_position_embeddings=2048), 0)
     ckpt = save_checkpoint(model, tok, tmp_path / "ckpt")
-    raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
-           "stages": [{"name": "synth", "kind": "synth", "swe_repos": 0, "search": 1,
-                       "llm": {"checkpoint": str(ckpt)}}]}  # fmt: skip
+    raw = {
+        "name": "t",
+        "world": {"seed": 3, "scale": 0.1},
+        "stages": [
+            {
+                "name": "synth",
+                "kind": "synth",
+                "swe_repos": 0,
+                "search": 1,
+                "llm": {"checkpoint": str(ckpt)},
+            }
+        ],
+    }
     cfg = parse_config(raw)
     summary = run_stage(RunContext(cfg, tmp_path / "run"), cfg.stages[0])["search"]
     steps = summary["steps"]
@@ -127,11 +150,23 @@ def test_synth_stage_sends_swe_statements_and_howto_pages_to_the_llm(tmp_path):
 
     llm.n_swe = 0
     with ReplayServer(llm) as srv:
-        raw = {"name": "t", "world": {"seed": 3, "scale": 0.1},
-               "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 4,
-                           "runs": 1, "swe_llm_rewrite": True, "terminal_pages": 2,
-                           "terminal_seeds": 1,
-                           "llm": {"base_url": srv.base_url, "api_key_env": None}}]}  # fmt: skip
+        raw = {
+            "name": "t",
+            "world": {"seed": 3, "scale": 0.1},
+            "stages": [
+                {
+                    "name": "synth",
+                    "kind": "synth",
+                    "swe_repos": 1,
+                    "swe_bugs": 4,
+                    "runs": 1,
+                    "swe_llm_rewrite": True,
+                    "terminal_pages": 2,
+                    "terminal_seeds": 1,
+                    "llm": {"base_url": srv.base_url, "api_key_env": None},
+                }
+            ],
+        }
         cfg = parse_config(raw)
         ctx = RunContext(cfg, tmp_path)
         summary = run_stage(ctx, cfg.stages[0])

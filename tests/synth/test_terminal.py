@@ -17,8 +17,10 @@ from arcforge.synth.terminal import TerminalSynthConfig, page_is_tutorial, synth
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
 SEED = "Count the lines of /app/logs/app.log and write the number to /app/count.txt."
-DRAFTS = [{"title": "Count lines", "instruction": SEED},
-          {"title": "Uppercase", "instruction": "Uppercase /app/in.txt into /app/out.txt."}]  # fmt: skip
+DRAFTS = [
+    {"title": "Count lines", "instruction": SEED},
+    {"title": "Uppercase", "instruction": "Uppercase /app/in.txt into /app/out.txt."},
+]
 SPECS = {
     "Count lines": {
         "instruction": SEED,
@@ -55,8 +57,10 @@ awk '{s+=$1} END {print s}' nums.txt
 awk '{s+=$1} END {print s}' nums.txt > sum.txt
 ```
 """
-PAGES = [{"url": "https://example.org/awk-sum", "title": "Summing with awk", "text": TUTORIAL},
-         {"url": "https://example.org/news", "title": "News", "text": "No code here. 1. a 2. b"}]  # fmt: skip
+PAGES = [
+    {"url": "https://example.org/awk-sum", "title": "Summing with awk", "text": TUTORIAL},
+    {"url": "https://example.org/news", "title": "News", "text": "No code here. 1. a 2. b"},
+]
 
 
 def scripted_llm(messages: list[dict]) -> str:
@@ -76,8 +80,13 @@ def scripted_llm(messages: list[dict]) -> str:
 
 def test_seed_and_page_routes_end_to_end(tmp_path):
     with ReplayServer(scripted_llm) as srv:
-        cfg = TerminalSynthConfig(llm=LLMClient(srv.base_url, "replay"), n_variants=2, runs=1,
-                                  probes=["modify_verifier"], repair_rounds=2)  # fmt: skip
+        cfg = TerminalSynthConfig(
+            llm=LLMClient(srv.base_url, "replay"),
+            n_variants=2,
+            runs=1,
+            probes=["modify_verifier"],
+            repair_rounds=2,
+        )
         out = synthesize_terminal(tmp_path, cfg, seeds=[SEED], pages=PAGES)
         n_requests = len(srv.requests)
         assert sorted(r.data["title"] for r in out) == ["Count lines", "Uppercase"]
@@ -108,8 +117,9 @@ def test_self_repair_gives_up_after_k_rounds(tmp_path):
         return json.dumps(SPECS["Uppercase"])  # never fixed
 
     with ReplayServer(stubborn) as srv:
-        cfg = TerminalSynthConfig(llm=LLMClient(srv.base_url, "replay"), n_variants=1,
-                                  repair_rounds=1, runs=1, probes=[])  # fmt: skip
+        cfg = TerminalSynthConfig(
+            llm=LLMClient(srv.base_url, "replay"), n_variants=1, repair_rounds=1, runs=1, probes=[]
+        )
         assert synthesize_terminal(tmp_path, cfg, seeds=["x"]) == []
         assert len(srv.requests) == 3  # expansion + first try + one repair
     journal = [json.loads(x) for x in (tmp_path / "construct.jsonl").read_text().splitlines()]

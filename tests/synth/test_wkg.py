@@ -16,20 +16,34 @@ from arcforge.synth.wkg import (
     score_against,
 )
 
-INFOBOX = ("p1", "Vrystad", "Vrystad\ntype: city\nlocated in: Hooeiia\npopulation: 823000\n\n"
-           "Related:\nZheou Thaeary lives in Vrystad.")  # fmt: skip
-TABLE = ("p2", "Num", "Num\n| field | value |\n|---|---|\n| located in | Hooeiia |\n"
-         "| headquartered in (of Kredria Studios) | Num |")  # fmt: skip
+INFOBOX = (
+    "p1",
+    "Vrystad",
+    "Vrystad\ntype: city\nlocated in: Hooeiia\npopulation: 823000\n\n"
+    "Related:\nZheou Thaeary lives in Vrystad.",
+)
+TABLE = (
+    "p2",
+    "Num",
+    "Num\n| field | value |\n|---|---|\n| located in | Hooeiia |\n"
+    "| headquartered in (of Kredria Studios) | Num |",
+)
 LIST = ("p3", "People born in Num", "People born in Num:\n- Ada Brill\n- Cor Dane")
-PROSE = ("p4", "Ada Brill", "Ada Brill\n\nAda Brill (born 1950 in Num) is a pilot who lives in "
-         "Vrystad. Ada works for Kredria Studios. For background: Num is located in Hooeiia.")  # fmt: skip
+PROSE = (
+    "p4",
+    "Ada Brill",
+    "Ada Brill\n\nAda Brill (born 1950 in Num) is a pilot who lives in "
+    "Vrystad. Ada works for Kredria Studios. For background: Num is located in Hooeiia.",
+)
 
 
 def test_rules_read_each_layout_with_page_evidence():
     facts, residue = extract_rules(INFOBOX)
-    assert {f.triple for f in facts} == {("Vrystad", "located_in", "Hooeiia"),
-                                         ("Vrystad", "population", "823000"),
-                                         ("Zheou Thaeary", "lives_in", "Vrystad")}  # fmt: skip
+    assert {f.triple for f in facts} == {
+        ("Vrystad", "located_in", "Hooeiia"),
+        ("Vrystad", "population", "823000"),
+        ("Zheou Thaeary", "lives_in", "Vrystad"),
+    }
     assert {f.page for f in facts} == {"p1"} and residue == []
     assert {f.triple for f in extract_rules(TABLE)[0]} == {
         ("Num", "located_in", "Hooeiia"),
@@ -44,22 +58,28 @@ def test_rules_read_each_layout_with_page_evidence():
 def test_rules_resolve_first_names_and_leave_free_text_as_residue():
     facts, residue = extract_rules(PROSE)
     # "Ada works for" -> the page's subject; "For background:" lead-in skipped
-    assert {f.triple for f in facts} == {("Ada Brill", "works_for", "Kredria Studios"),
-                                         ("Num", "located_in", "Hooeiia")}  # fmt: skip
+    assert {f.triple for f in facts} == {
+        ("Ada Brill", "works_for", "Kredria Studios"),
+        ("Num", "located_in", "Hooeiia"),
+    }
     assert residue == ["Ada Brill (born 1950 in Num) is a pilot who lives in Vrystad."]
 
 
 def test_llm_extractor_keeps_only_grounded_known_facts():
-    reply = ('```json\n{"triples": [["Ada Brill", "born in", "Num"], ["Ada Brill", "born_year", '
-             '"1950"], ["Ada Brill", "lives_in", "Paris"], ["Ada Brill", "likes", "tea"], '
-             '["bad"]]}\n```')  # fmt: skip
+    reply = (
+        '```json\n{"triples": [["Ada Brill", "born in", "Num"], ["Ada Brill", "born_year", '
+        '"1950"], ["Ada Brill", "lives_in", "Paris"], ["Ada Brill", "likes", "tea"], '
+        '["bad"]]}\n```'
+    )
     counts = Counter()
     with ReplayServer([reply]) as srv:
         facts = extract_llm([PROSE], LLMClient(srv.base_url, "m"), counts)
         sent = srv.requests[0]["messages"][1]["content"]
     assert "Ada Brill (born 1950 in Num)" in sent  # the page text went to the model
-    assert {f.triple for f in facts} == {("Ada Brill", "born_in", "Num"),
-                                         ("Ada Brill", "born_year", "1950")}  # fmt: skip
+    assert {f.triple for f in facts} == {
+        ("Ada Brill", "born_in", "Num"),
+        ("Ada Brill", "born_year", "1950"),
+    }
     assert all(f.extractor == "llm" and f.page == "p4" for f in facts)
     # Paris is not on the page; "likes" is no relation; ["bad"] is not a triple
     assert counts == Counter(llm_kept=2, llm_ungrounded=1, llm_unknown_relation=1, llm_malformed=1)

@@ -82,19 +82,38 @@ def make_model(tok) -> torch.nn.Module:
 
 
 def cfg(**kw) -> AgenticRLStageCfg:
-    base = dict(name="arl", kind="agentic_rl", sources=[{"source": "world:search"}], steps=4,
-                groups_per_step=2, group_size=4, tau=2, sync_every=1, workers=3, max_turns=4,
-                max_new_tokens=12, context_budget=256, micro_batch=16, checkpoint_every=100,
-                weight_sync_timeout=30, batch_timeout=60,
-                optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0,
-                       "weight_decay": 0.0})  # fmt: skip
+    base = dict(
+        name="arl",
+        kind="agentic_rl",
+        sources=[{"source": "world:search"}],
+        steps=4,
+        groups_per_step=2,
+        group_size=4,
+        tau=2,
+        sync_every=1,
+        workers=3,
+        max_turns=4,
+        max_new_tokens=12,
+        context_budget=256,
+        micro_batch=16,
+        checkpoint_every=100,
+        weight_sync_timeout=30,
+        batch_timeout=60,
+        optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
+    )
     return AgenticRLStageCfg.model_validate({**base, **kw})
 
 
 def setup(tok, model, c: AgenticRLStageCfg, engine=None, env=ParityEnv):
     pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
-                        c.group_size, c.tau, c.sync_every)  # fmt: skip
+    orch = Orchestrator(
+        {"search": pool},
+        Mixture({"search": 1}),
+        c.groups_per_step,
+        c.group_size,
+        c.tau,
+        c.sync_every,
+    )
     orch.register(local_service("parity", ["search"], lambda t: env(), 16))
     engine = engine or LocalEngine(model, pad_token_id=tok.pad_token_id)
     return orch, LocalWorkers(orch, engine, tok, c.agent(), c.workers)
@@ -106,8 +125,9 @@ def _traj(segs, reward, finish="answer") -> Trajectory:
 
 def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
     env, obs = ([1, 2], "env", [0, 0]), ([5], "env", [0])
-    partial = _traj([env, ([3, 4], "model", [1, 1], [-0.5, -0.5], 1), obs,
-                     ([6], "model", [1], [-1.0], 2)], 1.0)  # fmt: skip
+    partial = _traj(
+        [env, ([3, 4], "model", [1, 1], [-0.5, -0.5], 1), obs, ([6], "model", [1], [-1.0], 2)], 1.0
+    )
     cut = _traj([env, ([3, 4], "model", [1, 1], [-0.1, -0.2], 1)], 0.0, "length")
     plain = [_traj([env, ([7], "model", [1], [-0.3], 2)], 0.0) for _ in range(2)]
     batch = Batch([Group(0, "swe", "a", [partial, cut], 1), Group(1, "search", "b", plain, 2)], 3)
@@ -153,8 +173,16 @@ def test_trainer_logprobs_follow_the_engines_temperature_convention(tok, tempere
     assert params.tempered_logprobs is tempered
     prompts = [tok.encode(f"Say something, number {i}.") for i in range(4)]
     outs = LocalEngine(model, pad_token_id=tok.pad_token_id).generate(prompts, params)
-    trajs = [_traj([(p, "env", [0] * len(p)), (o.token_ids, "model", [1] * len(o.token_ids),
-                    o.logprobs, 0)], 0.0) for p, o in zip(prompts, outs)]  # fmt: skip
+    trajs = [
+        _traj(
+            [
+                (p, "env", [0] * len(p)),
+                (o.token_ids, "model", [1] * len(o.token_ids), o.logprobs, 0),
+            ],
+            0.0,
+        )
+        for p, o in zip(prompts, outs)
+    ]
     tb = pad_trajectories(trajs, tok.pad_token_id)
     tb.advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])
     st = policy_backward(model, tb, c)
@@ -173,8 +201,16 @@ def test_rows_sampled_at_their_pools_temperatures_are_scored_at_their_own(tok):
     for j, (pool, t) in enumerate((("cold", 0.5), ("hot", 1.0))):
         mine = prompts[2 * j : 2 * j + 2]
         outs = engine.generate(mine, replace(c.agent(t).sampling([]), max_new_tokens=10, seed=j))
-        trajs = [_traj([(p, "env", [0] * len(p)), (o.token_ids, "model", [1] * len(o.token_ids),
-                        o.logprobs, 0)], float(i)) for i, (p, o) in enumerate(zip(mine, outs))]  # fmt: skip
+        trajs = [
+            _traj(
+                [
+                    (p, "env", [0] * len(p)),
+                    (o.token_ids, "model", [1] * len(o.token_ids), o.logprobs, 0),
+                ],
+                float(i),
+            )
+            for i, (p, o) in enumerate(zip(mine, outs))
+        ]
         groups.append(Group(j, pool, f"t{j}", trajs, 0))
     batch = Batch(groups, 0)
     tb, _ = batch_tensors(batch, 2, tok.pad_token_id, {"cold": 0.5, "hot": 1.0})
@@ -194,8 +230,10 @@ def test_workers_run_each_pool_with_its_own_agent_config(tok):
     pool keeps the stage's config."""
     model = make_model(tok)
     c = cfg(groups_per_step=4)
-    pools = {k: [Task(f"{k}{i}", "search", f"Say something, number {i}.") for i in range(6)]
-             for k in ("short", "long")}  # fmt: skip
+    pools = {
+        k: [Task(f"{k}{i}", "search", f"Say something, number {i}.") for i in range(6)]
+        for k in ("short", "long")
+    }
     orch = Orchestrator(pools, Mixture({"short": 1, "long": 1}), 4, c.group_size, c.tau, 1)
     orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
@@ -206,8 +244,12 @@ def test_workers_run_each_pool_with_its_own_agent_config(tok):
         batch = orch.next_batch(timeout=60)
     finally:
         workers.stop()
-    replies = {g.pool: [len(s.token_ids) for t in g.trajectories for s in t.segments
-                        if s.source == "model"] for g in batch.groups}  # fmt: skip
+    replies = {
+        g.pool: [
+            len(s.token_ids) for t in g.trajectories for s in t.segments if s.source == "model"
+        ]
+        for g in batch.groups
+    }
     assert set(replies) == {"short", "long"}
     assert max(replies["short"]) == 1 and max(replies["long"]) > 1
 
@@ -262,8 +304,9 @@ class ShortEnv(ParityEnv):
 
 def success_rate(tok, model, pool) -> float:
     eng = LocalEngine(model, pad_token_id=tok.pad_token_id)
-    acfg = AgentConfig(max_turns=4, max_new_tokens=12, context_budget=256, temperature=1.0,
-                       seed=123)  # fmt: skip
+    acfg = AgentConfig(
+        max_turns=4, max_new_tokens=12, context_budget=256, temperature=1.0, seed=123
+    )
     trajs = run_episodes(eng, tok, lambda t: ShortEnv(0.0), pool, acfg, group_size=8)
     return sum(t.reward for t in trajs) / len(trajs)
 
@@ -288,8 +331,7 @@ def test_resume_keeps_versions_and_staleness_accounting(tok, tmp_path):
     c = cfg(steps=4, tau=1, reset_optimizer=True)
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
-    first = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
-                           stop_after=2)  # fmt: skip
+    first = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id, stop_after=2)
     saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
     assert saved["step"] == 2 and saved["version"] == 2 == saved["orchestrator"]["version"]
     assert (
@@ -316,9 +358,17 @@ def scripted_server(tok, release: threading.Event) -> FastAPI:
     @app.post("/v1/completions")
     def completions(body: dict) -> dict:
         n = len(body["prompt"]) * body.get("n", 1)
-        return {"choices": [{"index": i, "token_ids": reply, "finish_reason": "stop",
-                             "logprobs": {"token_logprobs": [-1.0] * len(reply)}}
-                            for i in range(n)]}  # fmt: skip
+        return {
+            "choices": [
+                {
+                    "index": i,
+                    "token_ids": reply,
+                    "finish_reason": "stop",
+                    "logprobs": {"token_logprobs": [-1.0] * len(reply)},
+                }
+                for i in range(n)
+            ]
+        }
 
     @app.post("/update_weights")
     def update_weights(body: dict) -> dict:
@@ -337,8 +387,11 @@ def test_hanging_weight_sync_times_out_with_a_clear_error(tok, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     release = threading.Event()
-    server = uvicorn.Server(uvicorn.Config(scripted_server(tok, release), host="127.0.0.1",
-                                           port=port, log_level="warning"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(
+            scripted_server(tok, release), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -382,14 +435,29 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
     scores, seen = [0.2, 0.5, 0.9, 0.1, 0.3], []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
-    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id, stop_after=3,
-                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    train_async_rl(
+        model,
+        orch,
+        workers,
+        c,
+        tmp_path,
+        pad_id=tok.pad_token_id,
+        stop_after=3,
+        probe=scheduled_probe(scores, seen),
+    )
     saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
     assert saved["best"] == {"step": 2, "score": 0.9} and len(seen) == 4
     model2 = make_model(tok)
     orch2, workers2 = setup(tok, model2, c)
-    train_async_rl(model2, orch2, workers2, c, tmp_path, pad_id=tok.pad_token_id,
-                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    train_async_rl(
+        model2,
+        orch2,
+        workers2,
+        c,
+        tmp_path,
+        pad_id=tok.pad_token_id,
+        probe=scheduled_probe(scores, seen),
+    )
     assert len(seen) == 5 and len(set(seen)) == 5  # every probe saw other weights
     assert _fingerprint(model2) == pytest.approx(seen[2], rel=1e-12)  # step 2's, not step 4's
     rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
@@ -404,13 +472,24 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
 def test_probe_keep_last_ends_on_the_last_weights(tok, tmp_path):
     # 4 groups of 8 a step, as above: with 2 groups of 4 both steps can draw uniform rewards
     # in every group, leave the weights as they were and fail the last assertion
-    c = cfg(steps=2, groups_per_step=4, group_size=8,
-            probe={"suites": ["dev"], "every": 1, "keep": "last"})  # fmt: skip
+    c = cfg(
+        steps=2,
+        groups_per_step=4,
+        group_size=8,
+        probe={"suites": ["dev"], "every": 1, "keep": "last"},
+    )
     seen: list[float] = []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
-    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
-                   probe=scheduled_probe([0.9, 0.1, 0.2], seen))  # fmt: skip
+    train_async_rl(
+        model,
+        orch,
+        workers,
+        c,
+        tmp_path,
+        pad_id=tok.pad_token_id,
+        probe=scheduled_probe([0.9, 0.1, 0.2], seen),
+    )
     assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]
 
 
@@ -431,8 +510,10 @@ def test_kept_probe_ends_on_the_last_step_unless_it_fell_beyond_its_interval():
     assert kept_probe(_rows(start, best, big), "last")["step"] == 2
     # ties go to the earlier step, and a run whose best is its last keeps it under every rule
     assert kept_probe(_rows(best, best, small), "best")["step"] == 0
-    assert {kept_probe(_rows(start, small, best), k)["step"] for k in
-            ("best", "last", "last_unless_worse")} == {2}  # fmt: skip
+    assert {
+        kept_probe(_rows(start, small, best), k)["step"]
+        for k in ("best", "last", "last_unless_worse")
+    } == {2}
     old = [{k: v for k, v in r.items() if k != "items_dev"} for r in _rows(start, best, small)]
     assert kept_probe(old, "last_unless_worse")["step"] == 1  # no items to pair: the best
     assert kept_probe([], "best") is None
@@ -442,14 +523,25 @@ def test_kept_probe_ends_on_the_last_step_unless_it_fell_beyond_its_interval():
 def test_probe_keep_last_unless_worse_ends_on_the_weights_it_picks(tok, tmp_path, lost, kept):
     """Dev items at steps 0, 1, 2: the run ends on step 2's weights when it lost 3 of step 1's
     20 solved items, on step 1's (step 2's set aside) when it lost 6."""
-    c = cfg(steps=2, groups_per_step=4, group_size=8,
-            probe={"suites": ["dev"], "every": 1, "keep": "last_unless_worse"})  # fmt: skip
+    c = cfg(
+        steps=2,
+        groups_per_step=4,
+        group_size=8,
+        probe={"suites": ["dev"], "every": 1, "keep": "last_unless_worse"},
+    )
     seen: list[float] = []
     model = make_model(tok)
     orch, workers = setup(tok, model, c)
     scores = [[1.0] * 10 + [0.0] * 10, [1.0] * 20, [0.0] * lost + [1.0] * (20 - lost)]
-    train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
-                   probe=scheduled_probe(scores, seen))  # fmt: skip
+    train_async_rl(
+        model,
+        orch,
+        workers,
+        c,
+        tmp_path,
+        pad_id=tok.pad_token_id,
+        probe=scheduled_probe(scores, seen),
+    )
     assert len(set(seen)) == 3  # each probe saw other weights
     assert _fingerprint(model) == pytest.approx(seen[kept], rel=1e-12)
     rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
@@ -471,16 +563,30 @@ def test_weight_ema_is_probed_saved_resumed_and_ended_on(tok, tmp_path):
     """weight_ema 0.5: avg_t = 0.5 avg_(t-1) + 0.5 w_t. The probe sees the average, the state
     holds both the online weights and the average, a resumed run continues the saved average
     (one restarted from w_t would miss avg_(t-1)), and the stage ends on the average."""
-    c = cfg(steps=3, groups_per_step=4, group_size=8, checkpoint_every=1, weight_ema=0.5,
-            probe={"suites": ["dev"], "every": 1, "keep": "last"})  # fmt: skip
+    c = cfg(
+        steps=3,
+        groups_per_step=4,
+        group_size=8,
+        checkpoint_every=1,
+        weight_ema=0.5,
+        probe={"suites": ["dev"], "every": 1, "keep": "last"},
+    )
     seen: list[dict[str, torch.Tensor]] = []
     start = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
     online, saved_avg = [], []
     for stop in (1, 2, None):  # two interruptions, each resumed by a fresh model and workers
         model = make_model(tok)
         orch, workers = setup(tok, model, c)
-        train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id,
-                       stop_after=stop, probe=_weights_probe(seen))  # fmt: skip
+        train_async_rl(
+            model,
+            orch,
+            workers,
+            c,
+            tmp_path,
+            pad_id=tok.pad_token_id,
+            stop_after=stop,
+            probe=_weights_probe(seen),
+        )
         if stop:
             online.append(load_file(str(tmp_path / "state" / "model.safetensors")))
             saved_avg.append(load_file(str(tmp_path / "state" / "ema.safetensors")))
@@ -503,12 +609,19 @@ def test_dynamic_sampling_refills_uniform_groups_without_stalling(tok, tmp_path)
     model = make_model(tok)
     c = cfg(steps=3, max_refill_tries=2)
     pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), c.groups_per_step,
-                        c.group_size, c.tau, c.sync_every,
-                        max_refill_tries=c.max_refill_tries)  # fmt: skip
+    orch = Orchestrator(
+        {"search": pool},
+        Mixture({"search": 1}),
+        c.groups_per_step,
+        c.group_size,
+        c.tau,
+        c.sync_every,
+        max_refill_tries=c.max_refill_tries,
+    )
     orch.register(local_service("zero", ["search"], lambda t: ZeroEnv(0.01), 16))
-    workers = LocalWorkers(orch, LocalEngine(model, pad_token_id=tok.pad_token_id), tok,
-                           c.agent(), c.workers)  # fmt: skip
+    workers = LocalWorkers(
+        orch, LocalEngine(model, pad_token_id=tok.pad_token_id), tok, c.agent(), c.workers
+    )
     rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
     assert [r["trajectories"] for r in rows] == [8, 8, 8]
     delivered = 3 * c.groups_per_step

@@ -51,24 +51,31 @@ def test_anchor_answers_meet_their_own_constraints():
 
 @pytest.mark.parametrize("thinking", [True, False])
 def test_anchor_engine_injects_the_human_reply(thinking):
-    tok = train_tokenizer(["I missed the train, but the next one comes in ten minutes."] * 30,
-                          vocab_size=300)  # fmt: skip
-    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=256,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    tok = train_tokenizer(
+        ["I missed the train, but the next one comes in ten minutes."] * 30, vocab_size=300
+    )
+    conf = build_config(
+        "nano", vocab_size=len(tok), max_position_embeddings=256, pad_token_id=tok.pad_token_id
+    )
     policy = init_model(conf, seed=1)
     anchors = anchor_prompts(tok, anchor_tasks()[:2], thinking)
     reply = anchor_reply_ids(tok, anchors[0].task.metadata["anchor"], thinking)
     # the reply ids are what the template renders for that assistant message
-    msgs = [Message("user", anchors[0].task.instruction, thinking=thinking),
-            Message("assistant", anchors[0].task.metadata["anchor"], reasoning="")]  # fmt: skip
+    msgs = [
+        Message("user", anchors[0].task.instruction, thinking=thinking),
+        Message("assistant", anchors[0].task.metadata["anchor"], reasoning=""),
+    ]
     assert (
         render_ids(msgs, tok).input_ids
         == anchors[0].ids + reply + render_ids([Message("user", "x")], tok).input_ids[-1:]
-    )  # fmt: skip  (the trailing newline)
-    assert parse_assistant(tok.decode(reply, skip_special_tokens=False)).content == (
-        anchors[0].task.metadata["anchor"])  # fmt: skip
-    eng = AnchorEngine(LocalEngine(policy, pad_token_id=tok.pad_token_id), policy,
-                       {tuple(anchors[0].ids): reply})  # fmt: skip
+    )  # the trailing newline
+    assert (
+        parse_assistant(tok.decode(reply, skip_special_tokens=False)).content
+        == (anchors[0].task.metadata["anchor"])
+    )
+    eng = AnchorEngine(
+        LocalEngine(policy, pad_token_id=tok.pad_token_id), policy, {tuple(anchors[0].ids): reply}
+    )
     other = render_ids([Message("user", "hello")], tok, add_generation_prompt=True).input_ids
     p = SamplingParams(max_new_tokens=len(reply) + 5, temperature=1.0, n=3, seed=5)
     comps = eng.generate([anchors[0].ids, other], p)
@@ -92,23 +99,41 @@ def judge(messages):
 
 def test_general_rl_stage_changes_weights_with_finite_loss(tmp_path):
     with ReplayServer(judge) as srv:
-        cfg = parse_config({
-            "name": "grl", "world": {"seed": 5, "scale": 0.1},
-            "tokenizer": {"vocab_size": 512, "train_chars": 150000},
-            "model": {"preset": "nano", "max_position_embeddings": 512},
-            "stages": [{
-                "name": "general", "kind": "general_rl", "steps": 2, "prompts_per_step": 2,
-                "group_size": 4, "max_new_tokens": 48, "temperature": 1.0, "micro_batch": 8,
-                "max_refill_tries": 1, "checkpoint_every": 1,
-                "optim": {"lr": 1e-3, "warmup_steps": 0, "min_lr_ratio": 1.0},
-                "reward": {"gates": ["format"], "w_orm": 1.0, "w_grm": 1.0},
-                "orm": {"train": {"steps": 2, "batch_size": 4, "max_len": 128,
-                                  "heldout": None}},
-                "grm": {"base_url": srv.base_url, "model": "judge", "api_key_env": None,
-                        "k": 2, "workers": 2},
-                "anchors": {"weight": 0.9},
-            }],
-        })  # fmt: skip
+        cfg = parse_config(
+            {
+                "name": "grl",
+                "world": {"seed": 5, "scale": 0.1},
+                "tokenizer": {"vocab_size": 512, "train_chars": 150000},
+                "model": {"preset": "nano", "max_position_embeddings": 512},
+                "stages": [
+                    {
+                        "name": "general",
+                        "kind": "general_rl",
+                        "steps": 2,
+                        "prompts_per_step": 2,
+                        "group_size": 4,
+                        "max_new_tokens": 48,
+                        "temperature": 1.0,
+                        "micro_batch": 8,
+                        "max_refill_tries": 1,
+                        "checkpoint_every": 1,
+                        "optim": {"lr": 1e-3, "warmup_steps": 0, "min_lr_ratio": 1.0},
+                        "reward": {"gates": ["format"], "w_orm": 1.0, "w_grm": 1.0},
+                        "orm": {
+                            "train": {"steps": 2, "batch_size": 4, "max_len": 128, "heldout": None}
+                        },
+                        "grm": {
+                            "base_url": srv.base_url,
+                            "model": "judge",
+                            "api_key_env": None,
+                            "k": 2,
+                            "workers": 2,
+                        },
+                        "anchors": {"weight": 0.9},
+                    }
+                ],
+            }
+        )
         ctx = RunContext(cfg, tmp_path)
         stage = cfg.stages[0]
         before = model_for_stage(ctx, stage).state_dict()
@@ -161,8 +186,10 @@ def test_tool_route_scores_tool_prompts_by_their_calls_and_chat_by_the_rules(wor
     call = '<tool_call>{"name": "lookup", "arguments": {"entity": "A", "relation": "born_in"}}</tool_call>'
     bad = '<tool_call>{"name": "lookup", "arguments": {"entity": "A", "colour": "red"}}</tool_call>'
     replies = [(tp, call), (tp, bad), (tp, "It is 59."), (cp, call), (cp, "A plain reply.")]
-    comps = [Completion(tok(r + END, add_special_tokens=False)["input_ids"], [], "stop")
-             for _, r in replies]  # fmt: skip
+    comps = [
+        Completion(tok(r + END, add_special_tokens=False)["input_ids"], [], "stop")
+        for _, r in replies
+    ]
     hybrid = HybridReward(HybridCfg(gates=["format"], w_orm=0.0, w_grm=0.0))
     got = hybrid_scorer(tok, hybrid, tools=tools)([p for p, _ in replies], comps)
     assert [r.score for r in got[:3]] == [1.0, 0.0, 0.0]
@@ -176,8 +203,9 @@ def test_orm_head_init_depends_on_its_seed_only_and_leaves_the_global_rng_alone(
     distilled checkpoints after it) hung on what the process had drawn before."""
     from arcforge.rewards.orm import RewardModel
 
-    conf = build_config("nano", vocab_size=len(tok), max_position_embeddings=64,
-                        pad_token_id=tok.pad_token_id)  # fmt: skip
+    conf = build_config(
+        "nano", vocab_size=len(tok), max_position_embeddings=64, pad_token_id=tok.pad_token_id
+    )
     lm = init_model(conf, seed=0)
     torch.manual_seed(1)
     a = RewardModel(lm, tok, max_len=32, seed=3)

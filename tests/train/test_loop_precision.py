@@ -23,8 +23,15 @@ def batch(step: int) -> torch.Tensor:
 def run(tmp_path, precision: str):
     model = init_model(build_config("nano", vocab_size=31, max_position_embeddings=64), seed=0)
     out = tmp_path / precision
-    train_lm(model, [Phase(40, batch)], OptimCfg(lr=3e-3, warmup_steps=2), out,
-             log_every=5, checkpoint_every=100, precision=precision)  # fmt: skip
+    train_lm(
+        model,
+        [Phase(40, batch)],
+        OptimCfg(lr=3e-3, warmup_steps=2),
+        out,
+        log_every=5,
+        checkpoint_every=100,
+        precision=precision,
+    )
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     return model, [r["loss"] for r in rows if "loss" in r]
 

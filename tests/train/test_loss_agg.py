@@ -47,9 +47,16 @@ def _batch(model) -> TokenBatch:
 
 
 def _cfg(agg: str, micro_batch: int) -> RLStageCfg:
-    return RLStageCfg.model_validate(dict(
-        name="rl", kind="rl", sources=[{"source": "world:reasoning"}], loss="double_sided_is",
-        loss_agg=agg, micro_batch=micro_batch))  # fmt: skip
+    return RLStageCfg.model_validate(
+        dict(
+            name="rl",
+            kind="rl",
+            sources=[{"source": "world:reasoning"}],
+            loss="double_sided_is",
+            loss_agg=agg,
+            micro_batch=micro_batch,
+        )
+    )
 
 
 def _grads(model) -> torch.Tensor:
@@ -80,8 +87,11 @@ def test_seq_mean_weighs_every_trajectory_the_same(micro_batch):
         policy_backward(model, b, _cfg(agg, micro_batch))
         assert torch.allclose(_grads(model), want, atol=1e-6), agg
     # the two aggregations really differ when lengths differ
-    assert not torch.allclose(_reference_grads(model, _batch(model), True),
-                              _reference_grads(model, _batch(model), False), atol=1e-4)  # fmt: skip
+    assert not torch.allclose(
+        _reference_grads(model, _batch(model), True),
+        _reference_grads(model, _batch(model), False),
+        atol=1e-4,
+    )
 
 
 def test_loss_agg_is_validated():
@@ -103,8 +113,9 @@ def test_zero_advantage_rows_are_skipped_without_changing_the_gradient(agg):
     b.advantages = torch.tensor([1.0, 0.0, 0.5])  # row 1 (8 trained tokens) has no signal
     want = _reference_grads(model, b, agg == "seq_mean")
     rows: list[int] = []
-    hook = model.register_forward_hook(lambda m, args, kw, out: rows.append(kw["input_ids"].shape[0]),
-                                       with_kwargs=True)  # fmt: skip
+    hook = model.register_forward_hook(
+        lambda m, args, kw, out: rows.append(kw["input_ids"].shape[0]), with_kwargs=True
+    )
     model.zero_grad()
     stats = policy_backward(model, b, _cfg(agg, 3))
     hook.remove()

@@ -76,8 +76,9 @@ def test_newton_schulz_flattens_the_spectrum():
 
 def test_muon_groups_and_orthogonal_updates():
     model, opt, delta = _step("muon")
-    kinds = {id(p): type(o).__name__ for o in opt.optimizers for g in o.param_groups
-             for p in g["params"]}  # fmt: skip
+    kinds = {
+        id(p): type(o).__name__ for o in opt.optimizers for g in o.param_groups for p in g["params"]
+    }
     named = dict(model.named_parameters())
     for muon in ("self_attn.kv_b_proj.weight", "mlp.gate_proj.weight"):
         assert kinds[id(named[f"model.layers.0.{muon}"])] == "BlockMuon", muon
@@ -88,8 +89,11 @@ def test_muon_groups_and_orthogonal_updates():
         "model.norm.weight",
     ):
         assert kinds[id(named[adamw])] == "AdamW", adamw
-    for name in ("model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.down_proj.weight",
-                 "model.layers.0.self_attn.q_a_proj.weight"):  # fmt: skip
+    for name in (
+        "model.layers.0.self_attn.o_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.0.self_attn.q_a_proj.weight",
+    ):
         s = _svals(delta[name])
         assert s.min() > 0.6 and s.max() < 1.25, (name, s)  # the gradient's ratio is 10
     for e in delta["model.layers.1.mlp.experts.down_proj"]:  # each expert its own matrix
@@ -146,8 +150,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     a = _model()
     res = train_loop(a, [Phase(4, batch)], loss_fn, cfg, tmp_path / "a", checkpoint_every=2)
     b = _model()
-    train_loop(b, [Phase(4, batch)], loss_fn, cfg, tmp_path / "b", checkpoint_every=2,
-               stop_after=2)  # fmt: skip
+    train_loop(b, [Phase(4, batch)], loss_fn, cfg, tmp_path / "b", checkpoint_every=2, stop_after=2)
     b = _model(seed=1)  # as a fresh process: weights and moments come from the state
     rb = train_loop(b, [Phase(4, batch)], loss_fn, cfg, tmp_path / "b", checkpoint_every=2)
     assert rb.resumed_from == 2

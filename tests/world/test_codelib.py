@@ -84,8 +84,15 @@ def test_a_product_of_mapped_values_groups_the_map():
     # product of (x + 3) over the odd x of [1, 2, 5] = 4 * 8 = 32; without grouping the
     # expression `acc * x + 3` would give ((1*1+3)*5+3) = 23
     for seed in range(6):  # both styles: `acc *= x + 3` and `acc = acc * (x + 3)`
-        t = _compose("lists", _part(INT_FILTERS, "odd"), None, _part(INT_MAPS, "add"), 3,
-                     _red("product"), seed=seed)  # fmt: skip
+        t = _compose(
+            "lists",
+            _part(INT_FILTERS, "odd"),
+            None,
+            _part(INT_MAPS, "add"),
+            3,
+            _red("product"),
+            seed=seed,
+        )
         assert load_source(t.render("g"))["g"]([1, 2, 5]) == 32
 
 

@@ -66,10 +66,23 @@ def gaps(xs):
     return [gap(xs[i + 1], xs[i]) for i in range(len(xs) - 1)]
 '''
 
-CALLS = ["total_above([3, 8, 1, 9], 2)", "total_above([4, 0, 5])", "clamp(-3, 0, 10)",
-         "clamp(15, 0, 10)", "clamp(4, 0, 10)", "clamp(10, 0, 10)", "clamp(0, 0, 10)",
-         "biggest_word('ab cde f')", "biggest_word('xy-z', '-')", "biggest_word('aa bb cc')",
-         "double(4)", "bump(4)", "combo(5)", "gap(7, 2)", "gaps([1, 4, 9])"]  # fmt: skip
+CALLS = [
+    "total_above([3, 8, 1, 9], 2)",
+    "total_above([4, 0, 5])",
+    "clamp(-3, 0, 10)",
+    "clamp(15, 0, 10)",
+    "clamp(4, 0, 10)",
+    "clamp(10, 0, 10)",
+    "clamp(0, 0, 10)",
+    "biggest_word('ab cde f')",
+    "biggest_word('xy-z', '-')",
+    "biggest_word('aa bb cc')",
+    "double(4)",
+    "bump(4)",
+    "combo(5)",
+    "gap(7, 2)",
+    "gaps([1, 4, 9])",
+]
 
 
 def _results(source: str) -> dict[str, object]:
@@ -132,8 +145,11 @@ def test_missing_case_removes_a_whole_multi_line_block():
 
 def test_cross_function_calls_another_function_of_the_module():
     cross = {(m.function, m.detail): m for m in mutations(SRC) if m.kind == "cross_function"}
-    assert {("combo", "calls `bump` instead of `double`"), ("combo", "calls `double` instead of `bump`"),
-            ("gaps", "calls `total_above` instead of `gap`")} <= set(cross)  # fmt: skip
+    assert {
+        ("combo", "calls `bump` instead of `double`"),
+        ("combo", "calls `double` instead of `bump`"),
+        ("gaps", "calls `total_above` instead of `gap`"),
+    } <= set(cross)
     # only same-arity functions, never the caller itself (no recursion)
     assert not [k for k in cross if f"calls `{k[0]}`" in k[1] or "`clamp`" in k[1]]
     m = cross[("combo", "calls `bump` instead of `double`")]

@@ -47,8 +47,10 @@ def test_world_preferences_source(world):
 
 def test_jsonl_preference_records(tmp_path):
     f = tmp_path / "prefs.jsonl"
-    rows = [{"prompt": "p", "chosen": "good", "rejected": "bad", "note": 1},
-            {"prompt": "q", "chosen": "good"}]  # fmt: skip
+    rows = [
+        {"prompt": "p", "chosen": "good", "rejected": "bad", "note": 1},
+        {"prompt": "q", "chosen": "good"},
+    ]
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     recs = load_records(f"jsonl:{f}")  # the bad line is skipped (and logged)
     assert len(recs) == 1 and recs[0].meta["rejected"] == "bad" and recs[0].meta["note"] == 1

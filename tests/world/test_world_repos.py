@@ -19,8 +19,13 @@ from arcforge.world.suites import swe_tasks
 
 
 def _pytest(root: Path) -> tuple[int, str]:
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA"],
-                         cwd=root, capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out.returncode, out.stdout
 
 
@@ -113,13 +118,19 @@ def test_git_history(world, tmp_path):
     bug = repo.inject_bug(random.Random(1))
     shas = repo.materialize(tmp_path, git=True, bug=bug)
     assert len(shas) == 3
-    log = subprocess.run(["git", "log", "--format=%s"], cwd=tmp_path, capture_output=True,
-                         text=True, check=True).stdout.splitlines()  # fmt: skip
+    log = subprocess.run(
+        ["git", "log", "--format=%s"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert log[2] == "Initial commit" and "fixes #1" in log[0]
 
     def show(sha: str, path: str) -> str:
-        return subprocess.run(["git", "show", f"{sha}:{path}"], cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        return subprocess.run(
+            ["git", "show", f"{sha}:{path}"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     assert show(shas[1], bug.path) == bug.mutated
     ((tpath, hidden),) = bug.hidden_tests.items()

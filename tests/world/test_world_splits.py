@@ -54,13 +54,20 @@ def test_dev_and_fresh_tasks_are_new_items_of_the_suite(world, suite):
     splits = {s: world.tasks(suite, s) for s in ("train", "test", "dev", "fresh")}
     assert splits["dev"] and splits["fresh"]
     instr = {s: {t.instruction for t in ts} for s, ts in splits.items()}
-    for a, b in [("dev", "train"), ("dev", "test"), ("fresh", "train"), ("fresh", "test"),
-                 ("dev", "fresh")]:  # fmt: skip
+    for a, b in [
+        ("dev", "train"),
+        ("dev", "test"),
+        ("fresh", "train"),
+        ("fresh", "test"),
+        ("dev", "fresh"),
+    ]:
         assert instr[a].isdisjoint(instr[b]), (a, b)
     kind = splits["train"][0].kind
     for s in ("dev", "fresh"):
-        assert all(t.kind == kind and t.split == s and t.id.endswith(f"-{s}-{i:05d}")
-                   for i, t in enumerate(splits[s]))  # fmt: skip
+        assert all(
+            t.kind == kind and t.split == s and t.id.endswith(f"-{s}-{i:05d}")
+            for i, t in enumerate(splits[s])
+        )
         assert [t.id for t in world.tasks(suite, s)] == [t.id for t in splits[s]]  # same again
     if suite == "terminal":  # the dev set takes every family in turn
         assert len({t.metadata["family"] for t in splits["dev"]}) >= 5

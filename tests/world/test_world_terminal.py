@@ -50,8 +50,24 @@ def test_fresh_slots_take_made_up_values_that_the_oracle_and_verifier_use(tmp_pa
     from arcforge.world.names import NameBank
     from arcforge.world.terminal import make_scenario
 
-    usual = {"data", "logs", "runs", "ERROR", "FATAL", "out.txt", "answer.txt", "sales.csv",
-             "price", "docs", "notes", "store", "cache", "conf", "inbox", "archive"}  # fmt: skip
+    usual = {
+        "data",
+        "logs",
+        "runs",
+        "ERROR",
+        "FATAL",
+        "out.txt",
+        "answer.txt",
+        "sales.csv",
+        "price",
+        "docs",
+        "notes",
+        "store",
+        "cache",
+        "conf",
+        "inbox",
+        "archive",
+    }
     rng, nb = random.Random(3), NameBank(random.Random(4))
     for fam in FAMILIES:
         made_up = 0
@@ -60,8 +76,9 @@ def test_fresh_slots_take_made_up_values_that_the_oracle_and_verifier_use(tmp_pa
             words = set(s.instruction.replace("/", " ").rstrip(".").split())
             assert not words & usual, (fam, s.instruction)
             fresh = {u.lower() for u in nb.used_words}
-            made_up += any(w.removesuffix(".txt").removesuffix(".csv").lower() in fresh
-                           for w in words)  # fmt: skip
+            made_up += any(
+                w.removesuffix(".txt").removesuffix(".csv").lower() in fresh for w in words
+            )
             if i == 0:  # the oracle and the verifier name the made-up slots too
                 for with_solution in (True, False):
                     d = tmp_path / f"{fam}-{with_solution}"
