@@ -73,7 +73,7 @@ def browser_missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "the playwright package is not installed (pip install playwright)"
+        return "the playwright package is not installed (pip install 'arcforge[browser]')"
     try:
         chromium_path()
     except BrowserUnavailable as err:

@@ -1,7 +1,8 @@
 """The `arcforge` command line: one entry point, one small function per subcommand.
 
     arcforge run [CONFIG] [a.b=value ...] [--run-dir DIR]   the whole pipeline (default: demo)
-    arcforge world | pretrain | midtrain | sft [CONFIG] ...  the pipeline up to that stage
+    arcforge run CONFIG --until STAGE                        the pipeline up to that stage
+    arcforge world [CONFIG] --out DIR                        export the world's suites and texts
     arcforge eval CHECKPOINT|RUN_DIR [--suites ...]          the capability matrix
     arcforge eval judge PROJECT_DIR --base-url URL --model M agent-as-a-judge of a web app
     arcforge eval contamination RUN_DIR|WORLD_DIR|CONFIG     held-out items in training text
@@ -17,10 +18,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
 import typer
+from typer.core import TyperGroup
 
+from arcforge.cli_synth import register as _register_core_synth
 from arcforge.errors import UserError
-from arcforge.synth.commands import register as _register_core_synth
 
 app = typer.Typer(
     add_completion=False,
@@ -44,72 +47,97 @@ def _split(args: list[str] | None) -> tuple[str | None, list[str]]:
 
 
 def _load(args: list[str] | None):
-    from arcforge.config import load_config
+    from arcforge.run_config import load_config
 
     path, overrides = _split(args)
     return load_config(path, overrides)
 
 
-def _run_until(args: list[str] | None, run_dir: Path | None, kind: str | None) -> None:
+def _run_until(args: list[str] | None, run_dir: Path | None, until: str | None) -> None:
+    """Run the pipeline up to and including `until`: a stage name, else the first stage of
+    that kind (`sft`, `agentic_rl` or `agentic-rl`); None runs every stage."""
     from arcforge.pipeline import default_run_dir, run_pipeline
 
     cfg = _load(args)
-    until = None
-    if kind is not None:
+    names = [s.name for s in cfg.stages]
+    if until is not None and until not in names:
+        kind = until.replace("-", "_")
         match = [s.name for s in cfg.stages if s.kind == kind]
         if not match:
-            raise UserError(f"the config has no stage of kind {kind!r}")
+            raise UserError(f"--until {until}: no stage of that name or kind; stages: {names}")
         until = match[0]
     out = run_pipeline(cfg, run_dir or default_run_dir(cfg), until=until)
     typer.echo(f"report: {out / 'report.md'}  (also report.html, report.json, plots/)")
 
 
-@app.command()
-def run(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the whole pipeline: world, tokenizer, every stage, evaluation, report."""
-    _run_until(args, run_dir, None)
+def _relaunch_under_torchrun(nproc: int) -> None:
+    """Run this same command line as `nproc` processes of torchrun on this machine (each sees
+    RANK/WORLD_SIZE/LOCAL_RANK, so it does not relaunch again) and exit with its status."""
+    import os
+
+    if nproc <= 1 or "LOCAL_RANK" in os.environ:
+        return
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args
+    from torch.distributed.run import run as torchrun
+
+    argv, rest = [], iter(sys.argv[1:])
+    for a in rest:  # without --nproc, which torchrun's own parser would claim
+        if a == "--nproc":
+            next(rest, None)
+        elif not a.startswith("--nproc="):
+            argv.append(a)
+    try:
+        launch = ["--standalone", f"--nproc-per-node={nproc}", "-m", "arcforge.cli", *argv]
+        torchrun(parse_args(launch))
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        typer.echo(f"error: rank {rank} of {nproc} exited with {failure.exitcode}", err=True)
+        raise typer.Exit(failure.exitcode if failure.exitcode > 0 else 1) from None
+    raise typer.Exit(0)
 
 
 @app.command()
-def pretrain(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first pretrain stage."""
-    _run_until(args, run_dir, "pretrain")
+def run(
+    args: list[str] = ConfigArg,
+    run_dir: Path = RunDirOpt,
+    nproc: int = typer.Option(
+        1, "--nproc", min=1, help="Processes on this machine, under torchrun (trainer: fsdp2)."
+    ),
+    until: str = typer.Option(
+        None,
+        "--until",
+        metavar="STAGE",
+        help="Stop after this stage (a stage name, or the first stage of that kind).",
+    ),
+) -> None:
+    """Run the whole pipeline: world, tokenizer, every stage, evaluation, report.
+
+    A rerun skips finished stages and resumes an interrupted one.
+
+    Examples:
+
+        arcforge run configs/smoke.yaml    # every stage, about two minutes
+
+        arcforge run configs/demo.yaml --until sft    # up to the sft stage
+
+        arcforge run configs/demo.yaml stages.sft.optim.lr=5e-4 --run-dir runs/x
+    """
+    _relaunch_under_torchrun(nproc)
+    _run_until(args, run_dir, until)
 
 
-@app.command()
-def midtrain(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first midtrain stage."""
-    _run_until(args, run_dir, "midtrain")
+def _until_alias(kind: str):
+    def alias(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
+        _run_until(args, run_dir, kind)
+
+    alias.__doc__ = f"`arcforge run --until {kind}` (kept as a command of its own)."
+    return alias
 
 
-@app.command()
-def sft(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first SFT stage."""
-    _run_until(args, run_dir, "sft")
-
-
-@app.command()
-def rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first RL stage."""
-    _run_until(args, run_dir, "rl")
-
-
-@app.command()
-def distill(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first distillation stage."""
-    _run_until(args, run_dir, "distill")
-
-
-@app.command("agentic-rl")
-def agentic_rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first agentic RL stage (async rollout)."""
-    _run_until(args, run_dir, "agentic_rl")
-
-
-@app.command("general-rl")
-def general_rl(args: list[str] = ConfigArg, run_dir: Path = RunDirOpt) -> None:
-    """Run the pipeline up to and including the first general RL stage (hybrid reward)."""
-    _run_until(args, run_dir, "general_rl")
+# the pipeline up to a stage kind, from before `run --until`; hidden from --help
+for _kind in ("pretrain", "midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"):
+    app.command(_kind.replace("_", "-"), hidden=True)(_until_alias(_kind))
 
 
 @app.command("train-rm")
@@ -153,8 +181,8 @@ def train_rm(
         raise UserError(f"train-rm: {'.'.join(map(str, e['loc']))}: {e['msg']}") from None
     specs = [s.source for s in cfg.sources] + [heldout or ""]
     if any(s.startswith("world:") for s in specs):
-        from arcforge.config import load_config
         from arcforge.data.sources import register_world_resolver
+        from arcforge.run_config import load_config
         from arcforge.stages import build_world_from_cfg, world_records
 
         w = build_world_from_cfg(load_config(config))
@@ -173,7 +201,7 @@ def world(
     DIR/text/<source>.jsonl (every text the config's training stages read) and the config."""
     from arcforge.audit.contamination import eval_counts
     from arcforge.audit.export import export_world
-    from arcforge.config import dump_config
+    from arcforge.run_config import dump_config
     from arcforge.stages import build_world_from_cfg
 
     cfg = _load(args)
@@ -193,7 +221,31 @@ def world(
         typer.echo(f"  text {m['file']}: {m['texts']} texts, {m['chars'] / 1e6:.2f} MB{note}")
 
 
-@app.command("eval")
+class _EvalGroup(TyperGroup):
+    """`arcforge eval TARGET ...` is `arcforge eval matrix TARGET ...`: arguments that do not
+    start with a subcommand's name go to the default one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["matrix", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    cls=_EvalGroup,
+    no_args_is_help=True,
+    help="Evaluate checkpoints: the capability matrix (the default subcommand), "
+    "contamination, agent-as-a-judge.\n\n"
+    "Examples:\n\n"
+    "    arcforge eval runs/smoke    # every stage of a run, then its report\n\n"
+    "    arcforge eval runs/smoke/sft/checkpoint --suites reasoning,chat\n\n"
+    "    arcforge eval contamination runs/smoke\n\n"
+    "    arcforge eval judge PROJECT_DIR --base-url URL --model M",
+)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("matrix")
 def eval_(
     target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
     suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
@@ -212,16 +264,17 @@ def eval_(
         "suite's paired change to this one, with its 95% interval.",
     ),
 ) -> None:
-    """Evaluate a checkpoint (or every stage of a run) on the held-out suites.
+    """Evaluate a checkpoint (or every stage of a run) on the held-out suites (the default
+    subcommand: `arcforge eval TARGET` runs it).
 
     Agent suites also count each episode's first failing step (solved, parse_error,
     tool_error, env_error, wrong_answer, max_turns, context, length)."""
     import json
 
-    from arcforge.config import load_config
     from arcforge.eval.harness import check_suites, evaluate_checkpoint, evaluate_run
     from arcforge.pipeline import RunContext
     from arcforge.report import write_report
+    from arcforge.run_config import load_config
 
     names = [s for s in suites.split(",") if s] or None
     check_suites(names or [])  # before any world is built
@@ -322,7 +375,7 @@ def chat(
         raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
     offered = None
     if tools:
-        from arcforge.config import load_config
+        from arcforge.run_config import load_config
         from arcforge.stages import build_world_from_cfg
 
         offered = build_world_from_cfg(load_config(config)).tools()
@@ -438,9 +491,9 @@ def env_serve(
     name: str = typer.Option("", help="Service name (default: the kinds)."),
 ) -> None:
     """Serve environments over HTTP for agentic RL rollout workers (JSON protocol)."""
-    from arcforge.config import load_config
     from arcforge.envs.registry import FACTORIES, env_factory
     from arcforge.rollout.envservice import EnvHost, serve_env_host
+    from arcforge.run_config import load_config
     from arcforge.stages import build_world_from_cfg
 
     wanted = [k for k in kinds.split(",") if k]
@@ -456,7 +509,7 @@ def env_serve(
 
 synth_app = typer.Typer(no_args_is_help=True, help="Data synthesis.")
 app.add_typer(synth_app, name="synth")
-_register_core_synth(synth_app)  # check-task, swe, terminal, export (arcforge/synth/commands.py)
+_register_core_synth(synth_app)  # check-task, swe, terminal, export (arcforge/cli_synth.py)
 
 
 @synth_app.command("rejection")
@@ -477,8 +530,9 @@ def synth_rejection(
     """Rejection sampling for SFT: keep verified replies of problems inside the pass-rate band."""
     import json
 
-    from arcforge.config import SourceCfg, load_config
+    from arcforge.config import SourceCfg
     from arcforge.data.sources import register_world_resolver
+    from arcforge.run_config import load_config
     from arcforge.stages import build_world_from_cfg, world_records
     from arcforge.stages.rl import load_prompt_records
     from arcforge.synth.rejection import rejection_sample
@@ -512,7 +566,7 @@ WorldCfgOpt = typer.Option(None, "--config", help="Run config whose world is the
 
 
 def _synth_world(config: Path | None):
-    from arcforge.config import load_config
+    from arcforge.run_config import load_config
     from arcforge.stages import build_world_from_cfg
 
     return build_world_from_cfg(load_config(config))
@@ -613,7 +667,7 @@ def synth_gem(
     typer.echo(json.dumps({"kept": summary["kept"], "dropped": dropped}))
 
 
-@app.command("eval-contamination")
+@eval_app.command("contamination")
 def eval_contamination(
     target: Path = typer.Argument(
         ..., help="A run dir, a saved world dir (`arcforge world --out`) or a run config YAML."
@@ -627,7 +681,7 @@ def eval_contamination(
     refresh: bool = typer.Option(False, help="Run dir: measure again, not from the cache."),
     out: Path = typer.Option(None, help="Write the figures as JSON here."),
 ) -> None:
-    """Contamination check (also `arcforge eval contamination`): per suite, held-out references
+    """Contamination check: per suite, held-out references
     with at least half of their 13-token windows in training text, and duplicated prompts;
     with the trivial baselines. A run dir caches both under RUN_DIR/checks/."""
     import json
@@ -639,7 +693,7 @@ def eval_contamination(
         format_table,
         run_contamination,
     )
-    from arcforge.config import load_config
+    from arcforge.run_config import load_config
 
     if not target.exists():
         raise UserError(f"{target}: no such run dir, world dir or config file")
@@ -681,7 +735,7 @@ def eval_contamination(
         out.write_text(json.dumps({"contamination": cont, "baselines": base}, indent=1))
 
 
-@app.command("eval-judge")
+@eval_app.command("judge")
 def eval_judge(
     projects: list[Path] = typer.Argument(..., help="Front-end project directories."),
     checks: Path = typer.Option(None, help="checks.json (default: each project's own)."),
@@ -692,7 +746,7 @@ def eval_judge(
     max_turns: int = typer.Option(12, help="Judge turns per check item."),
     native_tools: bool = typer.Option(False, help="Send tool schemas as OpenAI `tools`."),
 ) -> None:
-    """Agent-as-a-judge (also `arcforge eval judge`): build, start, check items in Chromium."""
+    """Agent-as-a-judge: build, start and check each project's items in Chromium."""
     import json
 
     from arcforge.eval.judge import judge_projects
@@ -714,11 +768,12 @@ def eval_judge(
     typer.echo(f"report: {out / 'judge.json'}")
 
 
+# the hyphenated names from before `eval` had subcommands; hidden from --help
+app.command("eval-contamination", hidden=True)(eval_contamination)
+app.command("eval-judge", hidden=True)(eval_judge)
+
+
 def main() -> None:
-    if sys.argv[1:3] == ["eval", "judge"]:  # `eval` is a command, so its `judge` is an alias
-        sys.argv[1:3] = ["eval-judge"]
-    if sys.argv[1:3] == ["eval", "contamination"]:
-        sys.argv[1:3] = ["eval-contamination"]
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _quiet_transformers()
     try:

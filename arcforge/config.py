@@ -1,13 +1,17 @@
-"""Typed run and stage configs: YAML in, pydantic models out, `a.b=value` overrides.
+"""The config pieces every layer shares: world, tokenizer, model, optimizer, engine, loss, eval.
 
-A run config names the world, the tokenizer, the model and an ordered list of stages. Each stage
-has a `kind` that picks its config class from `STAGE_CONFIGS`; later stage kinds (RL, distill,
-...) register themselves there. Unknown keys are errors naming the key and the file; so are
-wrong types. Overrides address stages by name (`stages.sft.lr=1e-4`) or index (`stages.2.lr=...`).
+A run config names the world, the tokenizer, the model and an ordered list of stages. This module
+holds what every stage and every lower layer reads: the base of a stage (`StageCfg`), the policy
+loss the RL-type stages share (`LossCfg`), the run's settings apart from its stages
+(`BaseRunCfg`), and the YAML plumbing (reading a file, `a.b=value` overrides, error messages that
+name the key and the file). Each stage kind's own model lives with its runner in
+`arcforge/stages/<kind>.py`; `arcforge.run_config.RunCfg` puts them together as a discriminated
+union on `kind`, above the stages, so this module imports none of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -108,20 +112,12 @@ class OptimCfg(Strict):
     grad_clip: float = Field(1.0, gt=0)
 
 
-class ContextStageCfg(Strict):
-    """One mid-training context stage: train `tokens` tokens at `seq_len` with RoPE base."""
-
-    seq_len: int = Field(gt=8)
-    tokens: int = Field(gt=0)
-    rope_theta: float = Field(10000.0, gt=0)
-
-
 class EngineCfg(Strict):
     """The rollout engine (arcforge.rollout.engine.make_engine): `local` is the in-process
     LocalEngine; `vllm` a vLLM OpenAI-compatible server (arcforge.rollout.vllm_engine), started
     from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running."""
 
-    kind: Literal["local", "vllm"] = "local"
+    kind: Literal["local", "vllm"] = "local"  # local: in-process; vllm: a vLLM server
     url: str | None = None  # vllm: a running dev-mode server holding the policy's weights
     python: str | None = None  # vllm: interpreter with vLLM; default .venv-vllm/bin/python
     workdir: str | None = None  # vllm: checkpoints pushed to the server and its log
@@ -132,6 +128,8 @@ class EngineCfg(Strict):
 
 
 class StageCfg(Strict):
+    """What every stage has; each kind's model (arcforge/stages/<kind>.py) adds its own keys."""
+
     name: str
     kind: str
     init: str | None = None  # stage whose checkpoint to start from; default: the previous one
@@ -143,48 +141,35 @@ class StageCfg(Strict):
     # on a checkpoint that has never seen a tool call); blank cells in the matrix
 
 
-class LMStageCfg(StageCfg):
-    """Pretraining / mid-training: packed next-token prediction."""
+class LossCfg(Strict):
+    """The clipped policy-gradient loss the RL-type stages share (`arcforge.rl.losses`, applied
+    by `arcforge.train.rl.policy_backward` over micro-batches)."""
 
-    kind: Literal["pretrain", "midtrain"]
-    sources: list[SourceCfg]
-    seq_len: int = Field(128, gt=8)
-    tokens_per_batch: int = Field(4096, gt=0)
-    tokens: int = Field(2_000_000, gt=0)  # total tokens when no context_schedule is given
-    context_schedule: list[ContextStageCfg] = []
-    optim: OptimCfg = OptimCfg()
-    # "bf16": forward/backward under bf16 autocast (weights, gradients and optimizer stay
-    # fp32), for GPUs; not bit-identical to fp32. On CPUs without native bf16 it is much
-    # slower (measured on the 2-core dev machine: 3.4 s/step vs 0.24 s/step in fp32)
-    precision: Literal["fp32", "bf16"] = "fp32"
-    curate: bool = True
-    # synthetic copy rows (arcforge/data/copy_rows.py): a first phase of `copy_warmup_steps`
-    # steps made only of them (added to `tokens`), then this fraction of every batch (within it)
-    copy_warmup_steps: int = Field(0, ge=0)
-    copy_rows: float = Field(0.0, ge=0.0, lt=1.0)
-    heldout_every: int = Field(50, gt=0)
-    heldout_docs: int = Field(64, gt=0)
-
-    @field_validator("context_schedule")
-    @classmethod
-    def _non_decreasing(cls, v: list[ContextStageCfg]) -> list[ContextStageCfg]:
-        for a, b in zip(v, v[1:]):
-            if b.seq_len < a.seq_len:
-                raise ValueError("context_schedule seq_len must not decrease")
-        return v
+    # grpo_icepop: PPO clip against the trainer's recomputed old logprobs, times IcePop's pop;
+    # double_sided_is: importance sampling against the rollout logprobs, tokens outside
+    # [1 - clip_low, 1 + clip_high] masked (the asynchronous and distillation trainers' only one)
+    loss: Literal["grpo_icepop", "double_sided_is"] = "grpo_icepop"
+    # token_mean: every trained token of the batch weighs the same (long episodes weigh more);
+    # seq_mean: every trajectory weighs the same, its tokens averaged within it (verl's
+    # "seq-mean-token-mean"), so many long failures cannot outweigh a few short successes.
+    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"
+    # eps_l: the ratio's trust region is [1 - eps_l, 1 + eps_h], clipped by grpo_icepop,
+    # tokens outside it masked by double_sided_is
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    clip_high: float = Field(0.28, ge=0)  # eps_h (above eps_l: DAPO's clip-higher)
+    # grpo_icepop only: pop tokens whose train/inference ratio rho leaves [1/beta, beta];
+    # None: no mismatch correction (rho := 1)
+    icepop_beta: float | None = Field(2.0, gt=1)
+    # k3 KL to the frozen starting policy; only the synchronous trainer keeps that reference
+    kl_coef: float = Field(0.0, ge=0)
+    micro_batch: int = Field(32, gt=0)  # sequences per forward/backward
 
 
-class SFTStageCfg(StageCfg):
-    """Supervised fine-tuning on message lists with the chat template's loss mask."""
-
-    kind: Literal["sft"]
-    sources: list[SourceCfg]
-    max_len: int = Field(512, gt=8)
-    batch_size: int = Field(16, gt=0)
-    epochs: float = Field(3.0, gt=0)
-    optim: OptimCfg = OptimCfg(lr=1e-3, warmup_steps=10)
-    precision: Literal["fp32", "bf16"] = "fp32"  # as in LMStageCfg
-    preserve_thinking: bool = False
+def no_reference_kl(cfg: LossCfg, trainer: str) -> LossCfg:
+    """Validator body for stages whose trainer keeps no reference policy: kl_coef must be 0."""
+    if cfg.kl_coef:
+        raise ValueError(f"kl_coef: {trainer} keeps no reference policy; leave it at 0")
+    return cfg
 
 
 class EvalCfg(Strict):
@@ -206,14 +191,11 @@ class EvalCfg(Strict):
         return self.n_per_suite.get(suite, self.n)
 
 
-STAGE_CONFIGS: dict[str, type[StageCfg]] = {
-    "pretrain": LMStageCfg,
-    "midtrain": LMStageCfg,
-    "sft": SFTStageCfg,
-}
+class BaseRunCfg(Strict):
+    """A run's settings apart from its stages' own models: what the lower layers (the run
+    context, the world, the evaluation) read. `arcforge.run_config.RunCfg` adds `stages` as the
+    union of every stage kind's model."""
 
-
-class RunCfg(Strict):
     name: str = "run"
     seed: int = 0
     run_dir: str | None = None
@@ -221,7 +203,7 @@ class RunCfg(Strict):
     world: WorldCfg = WorldCfg()
     tokenizer: TokenizerCfg = TokenizerCfg()
     model: ModelCfg = ModelCfg()
-    stages: list[Any] = []
+    stages: Sequence[StageCfg] = []
     eval: EvalCfg = EvalCfg()
 
     def stage(self, name: str) -> StageCfg:
@@ -238,7 +220,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _explain(err: ValidationError, where: str, prefix: str = "") -> ConfigError:
+def explain(err: ValidationError, where: str, prefix: str = "") -> ConfigError:
+    """One line for a validation error: the file (`where`), the key and what is wrong."""
     e = err.errors()[0]
     key = _loc(tuple(x for x in e["loc"] if not str(x).startswith("function-")))
     key = f"{prefix}.{key}" if prefix and key else (prefix or key)
@@ -249,54 +232,6 @@ def _explain(err: ValidationError, where: str, prefix: str = "") -> ConfigError:
     got = e.get("input")
     got_s = f" (got {got!r})" if not isinstance(got, dict | list) else ""
     return ConfigError(f"{where}: key '{key}': {e['msg']}{got_s}")
-
-
-def _parse_stages(raw: list[Any], where: str) -> list[StageCfg]:
-    if not isinstance(raw, list):
-        raise ConfigError(f"{where}: key 'stages' must be a list")
-    out: list[StageCfg] = []
-    for i, s in enumerate(raw):
-        if not isinstance(s, dict) or "kind" not in s:
-            raise ConfigError(f"{where}: key 'stages[{i}]' needs a 'kind'")
-        cls = STAGE_CONFIGS.get(s["kind"])
-        if cls is None:
-            raise ConfigError(
-                f"{where}: key 'stages[{i}].kind': unknown stage kind {s['kind']!r}; "
-                f"known: {sorted(STAGE_CONFIGS)}"
-            )
-        try:
-            out.append(cls.model_validate(s))
-        except ValidationError as err:
-            raise _explain(err, where, f"stages[{i}]") from None
-    names = [s.name for s in out]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise ConfigError(f"{where}: duplicate stage name(s) {sorted(dup)}")
-    for i, s in enumerate(out):
-        if s.init is not None and s.init not in names[:i]:
-            raise ConfigError(
-                f"{where}: key 'stages[{i}].init': {s.init!r} is not an earlier stage"
-            )
-    return out
-
-
-def parse_config(raw: dict[str, Any], where: str = "<config>") -> RunCfg:
-    import arcforge.stages  # noqa: F401  (each stage module registers its config class)
-
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: the top level must be a mapping")
-    raw = dict(raw)
-    stages = raw.pop("stages", [])
-    try:
-        cfg = RunCfg.model_validate(raw)
-    except ValidationError as err:
-        raise _explain(err, where) from None
-    cfg.stages = _parse_stages(stages, where)
-    for i, st in enumerate(cfg.stages):
-        extra = [x for x in st.eval_skip if x not in cfg.eval.suites]
-        if extra:
-            raise ConfigError(f"{where}: key 'stages[{i}].eval_skip': {extra} not in eval.suites")
-    return cfg
 
 
 def _set_path(raw: dict[str, Any], path: str, value: Any, where: str) -> None:
@@ -339,8 +274,25 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunCfg:
-    """Read a YAML run config, apply overrides, validate. Errors name the key and the file."""
+def check_stages(stages: Sequence[StageCfg], eval_suites: list[str], where: str) -> None:
+    """Cross-stage rules: unique names, `init` naming an earlier stage, `eval_skip` in the
+    run's eval suites."""
+    names = [s.name for s in stages]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"{where}: duplicate stage name(s) {sorted(dup)}")
+    for i, s in enumerate(stages):
+        if s.init is not None and s.init not in names[:i]:
+            raise ConfigError(
+                f"{where}: key 'stages[{i}].init': {s.init!r} is not an earlier stage"
+            )
+        extra = [x for x in s.eval_skip if x not in eval_suites]
+        if extra:
+            raise ConfigError(f"{where}: key 'stages[{i}].eval_skip': {extra} not in eval.suites")
+
+
+def read_yaml(path: str | Path | None, overrides: list[str] | None = None) -> tuple[dict, str]:
+    """A YAML run config as a raw dict with `overrides` applied, and how errors name it."""
     path = Path(path) if path else DEFAULT_CONFIG
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -355,11 +307,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     apply_overrides(raw, overrides or [])
-    where = f"{path}" + (" (with overrides)" if overrides else "")
-    return parse_config(raw, where)
-
-
-def dump_config(cfg: RunCfg) -> str:
-    d = cfg.model_dump(mode="json")
-    d["stages"] = [s.model_dump(mode="json") for s in cfg.stages]
-    return yaml.safe_dump(d, sort_keys=False)
+    return raw, f"{path}" + (" (with overrides)" if overrides else "")

@@ -1,11 +1,12 @@
 """A small client for any OpenAI-compatible chat endpoint, used by every LLM-driven synth step.
 
-`LLMClient(base_url, model)` posts to `{base_url}/v1/chat/completions` with httpx (the API key,
-if any, is read from the environment variable named by `api_key_env`, never from a config
-file). Connection errors, timeouts, 429 and 5xx are retried with exponential backoff
-(`backoff * 2**attempt` seconds, or the server's Retry-After when it is shorter than 30 s);
-any other HTTP error is a mistake in the request and fails at once. Every failure is an
-`LLMError` naming the endpoint, so the CLI prints one line.
+`LLMClient(base_url, model)` wraps the official `openai` client pointed at `{base_url}/v1`. The
+API key is read from the environment variable named by `api_key_env`, never from a config file;
+without one the placeholder key "EMPTY" is sent (what vLLM and `arcforge serve` accept). The
+`openai` client retries connection errors, timeouts, 408/409/429 and 5xx with its own
+exponential backoff (honouring Retry-After); any other HTTP error is a mistake in the request
+and fails at once. Every failure is an `LLMError` naming the endpoint, so the CLI prints one
+line.
 
 `chat_json` asks for JSON and parses the reply with `parse_json_loose`, which tolerates what
 small and chatty models actually write: <think> blocks, ``` fences, prose around the object,
@@ -21,14 +22,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from typing import Any
 
-import httpx
+import openai
 
 from arcforge.errors import UserError
 
-RETRY_STATUS = {429, 500, 502, 503, 504}
+NO_KEY = "EMPTY"
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _PY_WORDS = {"True": "true", "False": "false", "None": "null"}
@@ -50,10 +50,10 @@ class LLMClient:
     Args:
         base_url: server root, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted).
         model: the model name sent with every request.
-        api_key_env: environment variable holding the API key (None or unset: no auth header).
+        api_key_env: environment variable holding the API key (None or unset: no real key).
         timeout: seconds per HTTP request.
-        max_retries: retries after the first attempt on connection errors, 429 and 5xx.
-        backoff: first retry delay in seconds; doubles on every retry.
+        max_retries: retries after the first attempt on connection errors, timeouts, 408,
+            409, 429 and 5xx (the `openai` client's policy and backoff).
     """
 
     def __init__(
@@ -63,43 +63,39 @@ class LLMClient:
         api_key_env: str | None = "OPENAI_API_KEY",
         timeout: float = 60.0,
         max_retries: int = 4,
-        backoff: float = 0.5,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(f"LLM base_url must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
-        self.model, self.timeout = model, timeout
-        self.max_retries, self.backoff = max_retries, backoff
+        self.model, self.timeout, self.max_retries = model, timeout, max_retries
         key = os.environ.get(api_key_env) if api_key_env else None
-        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.endpoint = f"{self.base_url}/v1/chat/completions"
+        self.client = openai.OpenAI(
+            base_url=f"{self.base_url}/v1",
+            api_key=key or NO_KEY,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries; the parsed JSON body of the first 2xx answer."""
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            delay = self.backoff * 2**attempt
-            try:
-                r = httpx.post(self.endpoint, json=body, headers=self.headers, timeout=self.timeout)
-            except httpx.TransportError as err:
-                last = f"{type(err).__name__}: {err}"
-            else:
-                if r.status_code < 300:
-                    try:
-                        return r.json()
-                    except ValueError:
-                        raise LLMError(
-                            f"{self.endpoint} answered non-JSON: {clip(r.text)}"
-                        ) from None
-                last = f"HTTP {r.status_code}: {clip(r.text)}"
-                if r.status_code not in RETRY_STATUS:
-                    raise LLMError(f"{self.endpoint} refused the request ({last})")
-                after = r.headers.get("retry-after", "")
-                if after.replace(".", "", 1).isdigit() and float(after) < 30:
-                    delay = max(delay, float(after))
-            if attempt < self.max_retries:
-                time.sleep(delay)
-        raise LLMError(f"{self.endpoint} failed after {self.max_retries + 1} attempts ({last})")
+        """One chat completion for `body` (the request's JSON fields): the response as a dict,
+        server-specific fields (reasoning_content, ...) included."""
+        try:
+            return self.client.chat.completions.create(**body).model_dump()
+        except openai.APIStatusError as err:
+            last = f"HTTP {err.status_code}: {clip(err.response.text)}"
+            if err.status_code in (408, 409, 429) or err.status_code >= 500:
+                raise LLMError(self._gave_up(last)) from None
+            raise LLMError(f"{self.endpoint} refused the request ({last})") from None
+        except openai.APIConnectionError as err:
+            cause = err.__cause__
+            last = f"{type(cause).__name__}: {cause}" if cause else str(err)
+            raise LLMError(self._gave_up(last)) from None
+        except openai.APIResponseValidationError as err:
+            raise LLMError(f"{self.endpoint} answered an unreadable response: {err}") from None
+
+    def _gave_up(self, last: str) -> str:
+        return f"{self.endpoint} failed after {self.max_retries + 1} attempts ({last})"
 
     def chat(
         self,

@@ -2,8 +2,8 @@
 
 Each stage writes `RUN_DIR/<stage>/` (the `checkpoint/` save_pretrained dir, `metrics.jsonl`,
 `config.yaml` with the stage's resolved config, and `DONE` once finished). Rerunning skips
-stages whose DONE exists and resumes an interrupted stage from its `state/`. Stage kinds map to
-runner functions in `STAGE_RUNNERS`; later stages (RL, distillation) register there too.
+stages whose DONE exists and resumes an interrupted stage from its `state/`. Each stage model
+maps to its runner (both in `arcforge/stages/<kind>.py`) in `RUNNERS`.
 
 For resume tests, `ARCFORGE_KILL_AFTER=<stage>:<n>` makes the process SIGKILL itself right
 after the n-th metrics row (`MetricsLog.write`, any of the stage's logs: an RL stage writes one
@@ -18,76 +18,39 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from arcforge.config import RunCfg, StageCfg, dump_config
+from arcforge.config import StageCfg
+from arcforge.data.sources import register_run_dir
 from arcforge.errors import UserError
+from arcforge.eval.harness import evaluate_run
+from arcforge.report import write_report
+from arcforge.run_config import RunCfg, dump_config
+from arcforge.stages.agentic_rl import AgenticRLStageCfg, run_agentic_rl_stage
+from arcforge.stages.common import RunContext
+from arcforge.stages.distill import DistillStageCfg, run_distill_stage
+from arcforge.stages.general_rl import GeneralRLStageCfg, run_general_rl_stage
+from arcforge.stages.lm import LMStageCfg, run_lm_stage
+from arcforge.stages.rl import RLStageCfg, run_rl_stage
+from arcforge.stages.sft import SFTStageCfg, run_sft_stage
+from arcforge.stages.synth import SynthStageCfg, run_synth_stage
+from arcforge.train.loop import MetricsLog
 
-StageRunner = Callable[["RunContext", StageCfg, Path], dict]
-STAGE_RUNNERS: dict[str, StageRunner] = {}
+__all__ = ["RUNNERS", "RunContext", "run_pipeline", "run_stage"]
 
-
-def register_stage(*kinds: str) -> Callable[[StageRunner], StageRunner]:
-    def deco(fn: StageRunner) -> StageRunner:
-        for k in kinds:
-            STAGE_RUNNERS[k] = fn
-        return fn
-
-    return deco
-
-
-@dataclass
-class RunContext:
-    """What every stage runner gets: the config, the run dir, the lazily built world/tokenizer."""
-
-    cfg: RunCfg
-    run_dir: Path
-    _world: object | None = field(default=None, repr=False)
-    _tokenizer: object | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        from arcforge.device import set_run_device
-
-        set_run_device(self.cfg.device)  # every model this run opens goes there
-
-    @property
-    def world(self):  # -> arcforge.world.World
-        if self._world is None:
-            from arcforge.stages import prepare_world
-
-            self._world = prepare_world(self)
-        return self._world
-
-    @property
-    def tokenizer(self):  # -> PreTrainedTokenizerFast
-        if self._tokenizer is None:
-            from arcforge.stages import prepare_tokenizer
-
-            self._tokenizer = prepare_tokenizer(self)
-        return self._tokenizer
-
-    def stage_dir(self, name: str) -> Path:
-        return self.run_dir / name
-
-    def checkpoint(self, name: str) -> Path:
-        return self.run_dir / name / "checkpoint"
-
-    def init_checkpoint(self, stage: StageCfg) -> Path | None:
-        """The checkpoint a stage starts from: `init`, else the previous stage, else none."""
-        names = [s.name for s in self.cfg.stages]
-        i = names.index(stage.name)
-        src = stage.init or (names[i - 1] if i > 0 else None)
-        if src is None:
-            return None
-        ck = self.checkpoint(src)
-        if not (ck / "config.json").exists():
-            raise UserError(
-                f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet"
-            )
-        return ck
+StageRunner = Callable[[RunContext, StageCfg, Path], dict]
+# each stage model's runner: it trains (or synthesizes) into the stage dir, returns its summary
+RUNNERS: dict[type[StageCfg], StageRunner] = {
+    LMStageCfg: run_lm_stage,
+    SFTStageCfg: run_sft_stage,
+    SynthStageCfg: run_synth_stage,
+    RLStageCfg: run_rl_stage,
+    AgenticRLStageCfg: run_agentic_rl_stage,
+    GeneralRLStageCfg: run_general_rl_stage,
+    DistillStageCfg: run_distill_stage,
+}
 
 
 def default_run_dir(cfg: RunCfg) -> Path:
@@ -111,8 +74,6 @@ def arm_kill_hook(stage_name: str) -> Callable[[], None] | None:
         return None
     if not n.isdigit() or int(n) < 1:
         raise UserError(f"{KILL_ENV}={spec!r}: expected <stage>:<rows>, rows a positive integer")
-    from arcforge.train.loop import MetricsLog
-
     write, left = MetricsLog.write, [int(n)]
 
     def write_then_maybe_kill(self, **row) -> None:
@@ -130,9 +91,7 @@ def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
     out = ctx.stage_dir(stage.name)
     if stage_done(ctx.run_dir, stage.name):
         return json.loads((out / "DONE").read_text())
-    runner = STAGE_RUNNERS.get(stage.kind)
-    if runner is None:
-        raise UserError(f"stage kind {stage.kind!r} has no runner; known: {sorted(STAGE_RUNNERS)}")
+    runner = RUNNERS[type(stage)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(stage.model_dump(mode="json"), sort_keys=False))
     t0 = time.time()
@@ -167,12 +126,10 @@ def run_pipeline(
     evaluate: bool = True,
     report: bool = True,
 ) -> Path:
-    """Run every stage (up to and including `until`), evaluate each checkpoint, write the report."""
-    import arcforge.stages  # noqa: F401  (registers the stage runners)
-    from arcforge.data.sources import register_run_dir
-    from arcforge.eval.harness import evaluate_run
-    from arcforge.report import write_report
-
+    """Run every stage (up to and including the stage named `until`), evaluate each
+    checkpoint, write the report."""
+    if until is not None and until not in [s.name for s in cfg.stages]:
+        raise UserError(f"no stage named {until!r}; stages: {[s.name for s in cfg.stages]}")
     run_dir = Path(run_dir or default_run_dir(cfg))
     ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from arcforge.errors import UserError  # noqa: E402
-from arcforge.eval.stats import LOWER_IS_BETTER, cluster_mean_ci, mean_ci  # noqa: E402
+from arcforge.stats import LOWER_IS_BETTER, cluster_mean_ci, mean_ci  # noqa: E402
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -39,7 +39,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
     if not cfg_path.exists():
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
-    stages, matrix, items, outcomes, hops, clusters = [], {}, {}, {}, {}, {}
+    stages, matrix, items, outcomes, hops, clusters, arms = [], {}, {}, {}, {}, {}, {}
     for s in cfg.get("stages", []):
         name = s["name"]
         done = run_dir / name / "DONE"
@@ -65,6 +65,9 @@ def collect(run_dir: Path) -> dict[str, Any]:
                     hops.setdefault(suite, {})[name] = r["by_hops"]
                 if r.get("reused_from"):
                     info.setdefault("eval_reused_from", r["reused_from"])
+                comparison = (r.get("examples") or [{}])[0].get("comparison")
+                if comparison:  # the swarm suite: both arms on the same items
+                    arms.setdefault(suite, {})[name] = comparison
     timing = _read_json(run_dir / "timing.json") or {}
     for info in stages:
         if info["name"] in timing.get("eval_seconds", {}):
@@ -81,6 +84,7 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "forgetting": forgetting(matrix, stages),
         "outcomes": outcomes,
         "by_hops": hops,
+        "arms": arms,
         "contamination": contamination,
         "baselines": baselines,
     }
@@ -333,6 +337,16 @@ def _plot_matrix(matrix: dict, order: list[str], plots: Path) -> list[str]:
     return ["matrix.png"]
 
 
+def _arm_cell(r: dict | None) -> str:
+    """One arm of the swarm suite: accuracy, item accuracy, mean critical and total steps."""
+    if not r:
+        return "–"
+    return (
+        f"acc {r['accuracy']:.3f}, items {r['item_acc']:.3f}, "
+        f"critical steps {r['critical_steps']:.1f} (total {r['total_steps']:.1f})"
+    )
+
+
 def _fmt(r: dict | None, suite: str) -> str:
     if not r:
         return "–"
@@ -362,6 +376,11 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         b = _baseline_cell(base, suite)
         if b:
             lines.append(f"| ↳ baselines | | {b} |" + " |" * (len(cols) - 1))
+        for arm in ("swarm", "single"):
+            by_arm = (rep.get("arms") or {}).get(suite, {})
+            if any(arm in by_arm.get(c, {}) for c in cols):
+                cells = " | ".join(_arm_cell(by_arm.get(c, {}).get(arm)) for c in cols)
+                lines.append(f"| ↳ {arm} | | {cells} |")
     lines += _expected_md(cont, rep["matrix"])
     for s in rep["stages"]:
         if s.get("eval_reused_from"):

@@ -45,7 +45,8 @@ from arcforge.rollout.engine import LocalEngine
 from arcforge.rollout.envservice import local_service
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.train.async_rl import AgenticRLStageCfg, train_async_rl
+from arcforge.stages.agentic_rl import AgenticRLStageCfg
+from arcforge.train.async_rl import train_async_rl
 from arcforge.types import Message, Reward, Task
 from arcforge.world import WorldConfig, build_world
 

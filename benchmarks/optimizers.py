@@ -6,6 +6,10 @@ stage runs), with the same learning rate, warmup and cosine schedule (Muon's Moo
 lets it share AdamW's learning rate). The held-out loss is measured on documents no batch
 contains. Prints each optimizer's held-out loss and step time, then
 `result: muon_vs_adamw=<AdamW held-out loss - Muon held-out loss>` (positive: Muon is ahead).
+Then DSA's dense warm-up (arcforge.train.dsa) on the AdamW-trained model: only the lightning
+indexers train, on the KL from the main attention (summed over heads) to the indexer's scores;
+prints the per-step KL curve and the held-out KL before and after, and the result line adds
+`dsa_kl_first=... dsa_kl_last=...` (mean KL of the first and last 5 warm-up steps).
 torch runs one intra-op thread: the tiny model's ops are too small to gain from more, and on a
 busy 2-core machine more threads contend.
 
@@ -27,6 +31,7 @@ from arcforge.data.packing import PackedDataset
 from arcforge.model.checkpoint import count_params, init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
+from arcforge.train.dsa import DsaCfg, IndexerKL, dense_attention, run_dsa_phases
 from arcforge.train.lm import heldout_loss, train_lm
 from arcforge.train.loop import Phase
 from arcforge.world import WorldConfig, build_world
@@ -36,8 +41,8 @@ OPTIMIZERS = ("adamw", "muon", "muon_split")
 
 def run(
     name: str, conf, train: PackedDataset, held: torch.Tensor, steps: int, bs: int, lr: float
-) -> tuple[float, float]:
-    """(held-out loss, seconds per step) after `steps` steps of optimizer `name`."""
+) -> tuple[float, float, torch.nn.Module]:
+    """(held-out loss, seconds per step, model) after `steps` steps of optimizer `name`."""
     model = init_model(conf, seed=0)
     cfg = OptimCfg(name=name, lr=lr, warmup_steps=max(1, steps // 10))
     phase = Phase(steps, lambda s: train.batch(s, bs, seed=0), name="bench")
@@ -45,7 +50,32 @@ def run(
         t0 = time.perf_counter()
         train_lm(model, [phase], cfg, Path(d), log_every=10, checkpoint_every=10**9)
         dt = (time.perf_counter() - t0) / steps
-    return heldout_loss(model, held), dt
+    return heldout_loss(model, held), dt, model
+
+
+def heldout_indexer_kl(model: torch.nn.Module, held: torch.Tensor) -> float:
+    """Mean indexer KL (dense attention, over layers and queries) on held-out (N, T+1) blocks."""
+    model.eval()
+    with IndexerKL(model) as cap, dense_attention(model), torch.no_grad():
+        model(input_ids=held[:, :-1], use_cache=False, logits_to_keep=1)
+        kl = cap.pop()
+    return float(sum(v.item() for v in kl) / len(kl))
+
+
+def dsa_warmup(model, train: PackedDataset, held: torch.Tensor, steps: int, bs: int) -> list[float]:
+    """DSA's dense warm-up on `model`; prints the KL curve; returns the per-step KLs."""
+    before = heldout_indexer_kl(model, held)
+    t0 = time.perf_counter()
+    res = run_dsa_phases(
+        model, lambda s: train.batch(s, bs, seed=1), DsaCfg(warmup_steps=steps, sparse_steps=0)
+    )
+    dt = (time.perf_counter() - t0) / steps
+    after = heldout_indexer_kl(model, held)
+    every = max(1, steps // 10)
+    curve = " ".join(f"{v:.4f}" for v in res.warmup_kl[::every])
+    print(f"dsa warm-up ({steps} steps, indexers only, s/step={dt:.3f}) indexer_kl: {curve}")
+    print(f"dsa heldout indexer_kl: before={before:.4f} after={after:.4f}")
+    return res.warmup_kl
 
 
 def main() -> None:
@@ -77,12 +107,19 @@ def main() -> None:
         f"steps={steps} batch={args.batch}x{args.seq_len} tokens={tokens:,} lr={args.lr} "
         f"train_rows={len(train)} heldout_rows={min(64, len(held))}"
     )
-    losses = {}
+    losses, models = {}, {}
     for name in OPTIMIZERS:
-        losses[name], dt = run(name, conf, train, held.data[:64], steps, args.batch, args.lr)
+        losses[name], dt, models[name] = run(
+            name, conf, train, held.data[:64], steps, args.batch, args.lr
+        )
         print(f"{name:<11} heldout_loss={losses[name]:.4f}  s/step={dt:.3f}")
     print(f"muon_split - muon heldout_loss: {losses['muon_split'] - losses['muon']:+.4f}")
-    print(f"result: muon_vs_adamw={losses['adamw'] - losses['muon']:+.4f}")
+    kl = dsa_warmup(models["adamw"], train, held.data[:16], 40 if args.quick else 150, args.batch)
+    first, last = sum(kl[:5]) / len(kl[:5]), sum(kl[-5:]) / len(kl[-5:])
+    print(
+        f"result: muon_vs_adamw={losses['adamw'] - losses['muon']:+.4f} "
+        f"dsa_kl_first={first:.4f} dsa_kl_last={last:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
     .venv/bin/python docs/gen_config_reference.py           # rewrite docs/config.md
     .venv/bin/python docs/gen_config_reference.py --check   # exit 1 if docs/config.md is stale
 
-It starts from `arcforge.config.RunCfg`, finds every stage config class (the classes the stage
-registry or the `stages` field names, and every subclass of `StageCfg`), and walks the models
-their fields hold. For each field it prints the type (with its bounds), the default and a
+It starts from `arcforge.run_config.RunCfg`, whose `stages` field is a discriminated union of
+every stage kind's model (each in `arcforge/stages/<kind>.py`), and walks the models their
+fields hold; the keys every stage has (`StageCfg`) and the policy-loss keys the RL-type stages
+share (`LossCfg`) get a section each. For each field it prints the type (with its bounds), the default and a
 description. The description is the field's `description=` when it has one, else the comments
 the source puts on the field's line and on the comment lines directly above it, else the
 attribute docstring below it: the config classes document their fields with comments, so the
@@ -20,7 +21,6 @@ import dataclasses
 import importlib
 import inspect
 import json
-import pkgutil
 import sys
 import textwrap
 import typing
@@ -35,14 +35,6 @@ OUT = ROOT / "docs" / "config.md"
 KIND_ORDER = ["pretrain", "midtrain", "synth", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 
 
-def _import_config_modules() -> None:
-    """Import every module that may define or register a stage config."""
-    for pkg_name in ("arcforge.stages", "arcforge.train"):
-        pkg = importlib.import_module(pkg_name)
-        for info in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg_name}.{info.name}")
-
-
 def _models_in(annotation: typing.Any) -> list[type[BaseModel]]:
     """The pydantic model classes an annotation mentions (inside lists, unions, Annotated...)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -53,23 +45,11 @@ def _models_in(annotation: typing.Any) -> list[type[BaseModel]]:
     return out
 
 
-def _subclasses(cls: type) -> list[type]:
-    out = []
-    for sub in cls.__subclasses__():
-        out += [sub, *_subclasses(sub)]
-    return out
-
-
 def stage_configs() -> dict[str, type[BaseModel]]:
-    """kind -> stage config class, in pipeline order."""
-    _import_config_modules()
-    config = importlib.import_module("arcforge.config")
-    classes: list[type[BaseModel]] = list(getattr(config, "STAGE_CONFIGS", {}).values())
-    classes += _models_in(config.RunCfg.model_fields["stages"].annotation)
-    if hasattr(config, "StageCfg"):
-        classes += _subclasses(config.StageCfg)
+    """kind -> stage config class (the members of `RunCfg.stages`' union), in pipeline order."""
+    run_config = importlib.import_module("arcforge.run_config")
     by_kind: dict[str, type[BaseModel]] = {}
-    for cls in classes:
+    for cls in _models_in(run_config.RunCfg.model_fields["stages"].annotation):
         for kind in _kinds(cls):
             by_kind.setdefault(kind, cls)
     order = {k: i for i, k in enumerate(KIND_ORDER)}
@@ -456,7 +436,8 @@ def _option_key(world_cls: type, cls: type) -> str:
 def render() -> str:
     config = importlib.import_module("arcforge.config")
     stages = stage_configs()
-    run_cls, stage_base = config.RunCfg, getattr(config, "StageCfg", None)
+    run_cls = importlib.import_module("arcforge.run_config").RunCfg
+    stage_base, loss_base = config.StageCfg, config.LossCfg
     out = [
         "# Config reference",
         "",
@@ -474,19 +455,25 @@ def render() -> str:
         *_table(run_cls, own_only=False),
         "",
     ]
-    seen: set[type] = {run_cls, *stages.values()}
-    if stage_base is not None:
-        seen.add(stage_base)
-    top_nested = [m for m in _nested([run_cls], seen) if m is not stage_base]
-    if stage_base is not None:
-        out += [
-            "## Every stage",
-            "",
-            "Every stage has these keys; the stage kinds below add their own.",
-            "",
-            *_table(stage_base, own_only=False, skip={"kind"}),
-            "",
-        ]
+    seen: set[type] = {run_cls, stage_base, loss_base, *stages.values()}
+    top_nested = _nested([run_cls], seen)
+    with_loss = [k for k, c in stages.items() if issubclass(c, loss_base)]
+    out += [
+        "## Every stage",
+        "",
+        "Every stage has these keys; the stage kinds below add their own.",
+        "",
+        *_table(stage_base, own_only=False, skip={"kind"}),
+        "",
+        "## The policy loss (stage kinds " + ", ".join(f"`{k}`" for k in with_loss) + ")",
+        "",
+        _summary(loss_base),
+        "These stage kinds have these keys too; a stage kind that sets its own default or",
+        "choices for one lists it again in its table.",
+        "",
+        *_table(loss_base, own_only=False),
+        "",
+    ]
     by_class: dict[type, list[str]] = {}
     for kind, cls in stages.items():
         by_class.setdefault(cls, []).append(kind)
@@ -494,8 +481,10 @@ def render() -> str:
         names = " and ".join(f"`{k}`" for k in kinds)
         title = f"## Stage kind{'s' if len(kinds) > 1 else ''} {names} (`{cls.__name__}`)"
         out += [title, "", _summary(cls), ""]
-        common = set(stage_base.model_fields) - {"kind"} if stage_base is not None else set()
-        out += [*_table(cls, own_only=False, skip=common | {"kind"}), ""]
+        common = set(stage_base.model_fields)
+        if issubclass(cls, loss_base):  # unless the stage class declares them itself
+            common |= set(loss_base.model_fields) - set(_field_docs(cls))
+        out += [*_table(cls, own_only=False, skip=common), ""]
     nested = top_nested + _nested(list(stages.values()), seen)
     if nested:
         out += ["## Nested settings", ""]

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import arcforge.device as device
-from arcforge.config import RunCfg
 from arcforge.device import model_device, resolve_device, run_device, set_run_device, to_device
 from arcforge.errors import ConfigError
 from arcforge.model.checkpoint import init_model, load_model, save_checkpoint
 from arcforge.model.presets import build_config
 from arcforge.pipeline import RunContext
+from arcforge.run_config import RunCfg
 from arcforge.train.rollout_batch import TokenBatch
 
 META = torch.device("meta")

@@ -16,14 +16,16 @@ import pytest
 import torch
 
 import arcforge.device as device
-from arcforge.config import OptimCfg, load_config
+from arcforge.config import OptimCfg
 from arcforge.device import model_device
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.run_config import load_config
+from arcforge.stages.rl import RLStageCfg
 from arcforge.train.lm import train_lm
 from arcforge.train.loop import Phase
-from arcforge.train.rl import RLStageCfg, policy_backward
+from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import TokenBatch, sequence_logprobs
 
 pytestmark = [

@@ -96,7 +96,7 @@ def _exec_score(world: Any, suite: str, pred: str, task: Task) -> float:
     """Run `pred` (a train item's solution) on `task` in its environment; 1.0 = verified."""
     from arcforge.envs.check import check_task
     from arcforge.envs.registry import env_factory
-    from arcforge.envs.sandbox import SandboxError
+    from arcforge.sandbox import SandboxError
 
     if not pred.strip() or (suite == "swe" and _cannot_apply(world, pred, task)):
         return 0.0
@@ -190,7 +190,7 @@ def run_baselines(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None
     """RUN_DIR/checks/baselines.json, computed once per run from its saved world for the suites
     its eval config scores (None when the run has no saved world yet)."""
     from arcforge.audit.contamination import eval_counts
-    from arcforge.config import load_config
+    from arcforge.run_config import load_config
     from arcforge.world import World
 
     path = run_dir / "checks" / "baselines.json"

@@ -207,7 +207,7 @@ def eval_counts(eval_cfg: Any) -> dict[str, int]:
 def run_contamination(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None:
     """RUN_DIR/checks/contamination.json, computed once per run from its saved world and config
     (None when the run has no saved world yet)."""
-    from arcforge.config import load_config
+    from arcforge.run_config import load_config
     from arcforge.world import World
 
     path = run_dir / "checks" / "contamination.json"

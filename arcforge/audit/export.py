@@ -121,7 +121,7 @@ def solution_of(task: Task) -> str | None:
     if task.kind == "code" and task.metadata.get("body"):
         return str(task.metadata["body"])
     if task.kind == "swe" and "bug" in task.context:
-        from arcforge.rollout.policies import fixed_body
+        from arcforge.world.demos import fixed_body
 
         try:
             return fixed_body(task)
@@ -237,6 +237,14 @@ def _episode_texts(
             ]
             continue
         if world.config.n(getattr(world.config.episodes, k, 0), 0) == 0:
+            continue
+        if k == "swarm":  # the orchestrator's script (its subagents' replies are observations)
+            from arcforge.world.swarm import swarm_expert_script, swarm_tasks
+
+            n = world.config.n(world.config.episodes.swarm, 0)
+            for t in swarm_tasks(world, "train")[:n]:
+                msgs = [Message("user", t.instruction), *swarm_expert_script(t)]
+                out.append("\n".join(message_text(m) for m in msgs))
             continue
         for t in world.tasks(k, "train"):
             try:

@@ -1,4 +1,5 @@
-"""Message <-> token rendering: the chat template, thinking modes, loss masks and parsing."""
+"""Message <-> token rendering: the chat template (and its Jinja twin), thinking modes, loss
+masks and parsing."""
 
 from arcforge.chat.encoding import (
     Encoded,
@@ -8,6 +9,7 @@ from arcforge.chat.encoding import (
     observation_spans,
     render_ids,
 )
+from arcforge.chat.jinja import CHAT_TEMPLATE
 from arcforge.chat.parse import (
     ParsedAssistant,
     parse_assistant,
@@ -26,6 +28,7 @@ from arcforge.chat.template import (
 from arcforge.chat.validate import validate_call
 
 __all__ = [
+    "CHAT_TEMPLATE",
     "EMPTY_THINK",
     "Encoded",
     "ParsedAssistant",

@@ -99,7 +99,7 @@ def call_json(call: ToolCall) -> str:
     return json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
 
 
-_KEY_ORDER = {
+SCHEMA_KEY_ORDER = {
     k: i
     for i, k in enumerate(
         (
@@ -133,7 +133,7 @@ def canonical_schema(obj: Any) -> Any:
     if not isinstance(obj, dict):
         return obj
     out = {}
-    for k in sorted(obj, key=lambda k: (_KEY_ORDER.get(k, len(_KEY_ORDER)), k)):
+    for k in sorted(obj, key=lambda k: (SCHEMA_KEY_ORDER.get(k, len(SCHEMA_KEY_ORDER)), k)):
         v = obj[k]
         if k == "properties" and isinstance(v, dict):
             req = [r for r in obj.get("required") or () if isinstance(r, str) and r in v]

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+HELDOUT_SEQ_LEN = 128  # held-out losses use one length so stages are comparable
+
 
 def tokenize_docs(texts: Sequence[str], tokenizer: Any, eos_id: int | None = None) -> list[int]:
     """One token stream: each document's ids followed by EOS.

@@ -30,9 +30,9 @@ def is_reasoning_gym(spec: str) -> bool:
 def _module():
     try:
         import reasoning_gym
-    except ImportError:  # pragma: no cover - it is a declared dependency
+    except ImportError:
         raise DataError(
-            "reasoning_gym sources need the package: pip install reasoning-gym"
+            "reasoning_gym sources need the reasoning-gym package: pip install 'arcforge[gym]'"
         ) from None
     return reasoning_gym
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from arcforge.sandbox.types import Limits, Sandbox
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
 MAX_OBSERVATION_CHARS = 8000
@@ -115,3 +116,50 @@ class SingleTurnEnv:
 
     def close(self) -> None:
         pass
+
+
+class SandboxToolEnv:
+    """A multi-turn environment whose tools act in one sandbox per episode (CodeEnv, TIREnv,
+    ChainEnv, SWEEnv, TerminalEnv): each assistant message's tool calls run and come back as
+    observations; a message without calls ends the episode and is kept as `final`.
+
+    Subclasses open `self.sb` and set `self.tools` in `reset`, and override `finish(message)`
+    for what a final message does (run its scripts, grade a step); `close` releases the sandbox.
+
+    Args:
+        backend: sandbox backend.
+        limits: per-exec limits (default: `Limits(wall_time=verify_timeout)`).
+        tool_timeout: seconds per tool call.
+        verify_timeout: seconds for grading.
+    """
+
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 10,
+        verify_timeout: float = 60,
+    ) -> None:
+        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
+        self.sb: Sandbox | None = None
+        self.task: Task | None = None
+        self.tools: list[Tool] = []
+        self.final = ""
+
+    def step(self, message: Message) -> StepResult:
+        if self.sb is None or self.task is None:
+            raise RuntimeError("call reset(task) before step()")
+        if message.tool_calls:
+            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
+        return self.finish(message)
+
+    def finish(self, message: Message) -> StepResult:
+        """A message without tool calls: keep its text and end the episode."""
+        self.final = message.content
+        return StepResult([], True)
+
+    def close(self) -> None:
+        if self.sb is not None:
+            self.sb.close()
+            self.sb = None

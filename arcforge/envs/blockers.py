@@ -48,6 +48,14 @@ REMEDIES = (
         "pip-install them in the Dockerfile, or install them on the host",
     ),
     (
+        r"which the task does not ship|ships no tests/test.sh",
+        "the task directory is incomplete: restore the test file from the task's source",
+    ),
+    (
+        r"binary test file",
+        "not supported yet: test files reach the verifier as text; make the test generate them",
+    ),
+    (
         r"Dockerfile (RUN|COPY|ADD|WORKDIR) .*failed",
         "run the failing line in a debian container to see why; the reason is cached: rebuild "
         "after fixing the Dockerfile",

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.base import SandboxToolEnv, StepResult
 from arcforge.envs.code_env import run_pytest, test_names
-from arcforge.envs.sandbox import Limits, Sandbox
 from arcforge.envs.terminal_env import fenced_blocks, open_task_sandbox, python_tool
-from arcforge.types import Message, Reward, Task, Tool
+from arcforge.sandbox import Limits
+from arcforge.types import Message, Reward, Task
 
 
-class ChainEnv:
+class ChainEnv(SandboxToolEnv):
     """Chained steps over one growing module, graded after every step.
 
     Args:
@@ -40,11 +40,7 @@ class ChainEnv:
         tool_timeout: float = 10,
         verify_timeout: float = 60,
     ) -> None:
-        self.backend, self.limits = backend, limits or Limits(wall_time=60)
-        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
-        self.tools: list[Tool] = []
+        super().__init__(backend, limits, tool_timeout, verify_timeout)
         self.module = ""
         self.results: list[dict[str, Any]] = []
 
@@ -83,11 +79,9 @@ class ChainEnv:
             "broken": [i + 1 for i in range(k) if not ok[i]],
         }
 
-    def step(self, message: Message) -> StepResult:
-        if self.sb is None or self.task is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
+    def finish(self, message: Message) -> StepResult:
+        """A reply without tool calls submits its last code block as the next step."""
+        assert self.task is not None
         k = len(self.results)
         blocks = fenced_blocks(message.content, ("python", "py", ""))
         if blocks:
@@ -117,8 +111,3 @@ class ChainEnv:
             "steps_passed": sum(good),
         }
         return Reward(1.0 if len(good) == n and all(good) else 0.0, details)
-
-    def close(self) -> None:
-        if self.sb is not None:
-            self.sb.close()
-            self.sb = None

@@ -1,7 +1,8 @@
 """`arcforge env check`: run a task's oracle (or a given solution, or none) and grade it.
 
 `check_task` loads a task (a Task, a Terminal-Bench / Harbor directory, a Task JSON/JSONL file
-or a SWE-bench instance JSONL whose record carries `repo_path`), opens the matching environment,
+or a SWE-bench instance JSON/JSONL; grading one needs its clone in `repo_path` and runs under
+its environment, swe_repo_env.py), opens the matching environment,
 applies the solution the way an agent could (a shell script run in /workspace for terminal
 tasks; a unified diff applied with git/patch for SWE tasks) and returns the environment's
 verdict as `{"reward": float, "details": {...}}`. This is the environment-stability probe of
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.envs.importers import import_task_dir, swebench_task
-from arcforge.envs.sandbox import SandboxError
+from arcforge.envs.swe_repo_env import task_env
+from arcforge.envs.swe_venv import EnvBuildError
 from arcforge.envs.terminal_env import format_exec
+from arcforge.sandbox import SandboxError
 from arcforge.types import Task
 from arcforge.world.repos import Repo
 
@@ -33,9 +36,28 @@ def load_task(path: str | Path, container: bool | None = None) -> Task:
         raise ValueError(f"{p}: no such task directory or file")
     text = p.read_text().strip()
     rec = json.loads(text.splitlines()[0] if p.suffix == ".jsonl" else text)
-    if "instance_id" in rec and "repo_path" in rec:  # SWE-bench record annotated with its clone
-        return swebench_task(rec, rec["repo_path"])
+    if "instance_id" in rec and "base_commit" in rec:  # a SWE-bench instance
+        return _swebench_instance(rec)
     return Task.from_dict(rec)
+
+
+def _swebench_instance(rec: dict[str, Any]) -> Task:
+    """A SWE-bench instance as a swe Task; grading needs its clone (`repo_path`) and runs under
+    its environment (`environment_setup_commit`, `install`; see swe_repo_env.py)."""
+    from arcforge.envs.swe_repo_env import instance_blockers
+
+    blockers = instance_blockers(rec)
+    task = swebench_task(
+        {"problem_statement": "", **rec}, rec.get("repo_path") or "/nonexistent-clone"
+    )
+    task.metadata["unsupported"] = blockers + [
+        r for r in task.metadata["unsupported"] if "is not a git clone" not in r
+    ]
+    task.metadata["swe_env"] = {
+        "commit": rec.get("environment_setup_commit") or rec["base_commit"],
+        "install": rec.get("install"),
+    }
+    return task
 
 
 def _solve_terminal(env: Any, task: Task, solution: str) -> dict[str, Any]:
@@ -89,6 +111,13 @@ def check_task(
     if task.kind == "terminal":
         env: Any = TerminalEnv(backend=backend)
         oracle, solve = task.metadata.get("solution"), _solve_terminal
+    elif task.kind == "swe" and "swe_env" in task.metadata:
+        try:
+            env = task_env(task, backend)
+        except EnvBuildError as err:
+            why = f"environment install failed: {err}: {err.log.strip()[-300:]}"
+            return {"reward": 0.0, "details": {"task": task.id, "unsupported": [why]}}
+        oracle, solve = task.metadata.get("patch"), _solve_swe
     elif task.kind == "swe":
         env, oracle, solve = SWEEnv(repos, backend=backend), task.metadata.get("patch"), _solve_swe
     else:

@@ -26,8 +26,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from arcforge.envs.base import StepResult, execute_calls
-from arcforge.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError
+from arcforge.envs.base import SandboxToolEnv
 from arcforge.envs.terminal_env import (
     PYSITE,
     fenced_blocks,
@@ -35,7 +34,9 @@ from arcforge.envs.terminal_env import (
     open_task_sandbox,
     python_tool,
 )
-from arcforge.types import Message, Reward, Task, Tool
+from arcforge.rewards.code import assemble
+from arcforge.sandbox import ExecResult, Sandbox, SandboxError
+from arcforge.types import Message, Reward, Task
 
 JUNIT = "/grading/junit.xml"
 _RUNNER = (
@@ -130,24 +131,7 @@ def _all_passed(status: dict[str, str], name: str) -> bool:
     return bool(hits) and all(s == "passed" for s in hits)
 
 
-def assemble(block: str, stub: str | None, entry_point: str | None) -> str:
-    """The solution module for a reply's code block: the block itself when it defines
-    `entry_point` at top level (or the task has no stub), else `stub` + block."""
-    if not stub or not entry_point:
-        return block
-    try:
-        tree = ast.parse(block)
-    except SyntaxError:  # an indented body alone does not parse
-        tree = None
-    if tree is not None and any(
-        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
-        for n in tree.body
-    ):
-        return block
-    return (stub if stub.endswith("\n") else stub + "\n") + block
-
-
-class CodeEnv:
+class CodeEnv(SandboxToolEnv):
     """Write-a-function tasks with hidden pytest tests.
 
     Task fields read: instruction; validation.tests (pytest source importing from `solution`);
@@ -161,20 +145,6 @@ class CodeEnv:
         verify_timeout: seconds for the hidden tests.
     """
 
-    def __init__(
-        self,
-        backend: str = "bwrap",
-        limits: Limits | None = None,
-        tool_timeout: float = 10,
-        verify_timeout: float = 60,
-    ):
-        self.backend, self.limits = backend, limits or Limits(wall_time=60)
-        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
-        self.tools: list[Tool] = []
-        self.final = ""
-
     def reset(self, task: Task) -> list[Message]:
         self.close()
         self.task, self.final = task, ""
@@ -182,14 +152,6 @@ class CodeEnv:
         summary = "Run a Python program in the sandbox and return what it printed."
         self.tools = [python_tool(self.sb, self.tool_timeout, "run_python", summary)]
         return [Message("user", task.instruction)]
-
-    def step(self, message: Message) -> StepResult:
-        if self.sb is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
-        self.final = message.content
-        return StepResult([], True)
 
     def verify(self) -> Reward:
         """Grade the last ```python block of the final message against the hidden tests."""
@@ -215,8 +177,3 @@ class CodeEnv:
         passed = sum(_all_passed(status, n) for n in expected)
         details.update(passed=passed, output=format_exec(run.exec)[-1500:], errors=run.errors)
         return Reward(1.0 if run.report_ok and passed == len(expected) else 0.0, details)
-
-    def close(self) -> None:
-        if self.sb is not None:
-            self.sb.close()
-            self.sb = None

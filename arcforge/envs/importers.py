@@ -20,16 +20,17 @@ bootstrap (curl uv | sh, uv venv, uv pip install pytest, uvx ... pytest) is repl
 sandbox's pytest. Simplification: RUN chains are split on `&&` only.
 
 Container mode (the default for a task with a Dockerfile; `container=False` gives the rewrite
-mode above): nothing is rewritten. The Dockerfile is built into a cached root layer
-(sandbox_root.py) and the task's sandboxes are container-like roots: uid 0, cwd the WORKDIR,
-writable /etc, /usr/local and /root, packages the Dockerfile pip-installed in the layer's venv,
-/tests and /logs where the scripts expect them. `pip install`s of the verifier (outside the
-pytest bootstrap) are hoisted into the layer build, since no sandbox has a network at solve
-time. Needs that cannot be built here (services, GPUs, QEMU, apt packages the host lacks, a
-failing RUN) mark the task unsupported, naming the reason. Where the host can build real
-roots (rootfs_build.py: a Debian rootfs per image, RUN replayed as root, episodes on a
-copy-on-write view), a task whose layer does not build gets one instead (context
-["rootfs_image"]); $ARCFORGE_TASK_ROOT picks "layer" or "rootfs" only (see `root_mode`).
+mode above): nothing is rewritten. Where the host can build real roots (the default, see
+`root_mode`), the Dockerfile becomes a real Debian root (rootfs_build.py: RUN replayed as root,
+so apt-get, /usr/share, /data, /server all work; episodes on a copy-on-write view; context
+["rootfs_image"]); the verifier's own `apt-get install`s and `pip install`s (outside the pytest
+bootstrap) are hoisted into that build, since no sandbox has a network at solve time. Elsewhere,
+or with $ARCFORGE_TASK_ROOT=layer, it becomes a cached system layer over the host's /usr
+(arcforge.sandbox.root; context["root_layer"]): uid 0, cwd the WORKDIR, writable /etc, /usr/local and
+/root, pip packages in the layer's venv, apt packages only when the host has them. Either way
+/tests and /logs are where the scripts expect them, and needs that cannot be built here
+(services, GPUs, QEMU, a base image with no Debian stand-in, a failing RUN) mark the task
+unsupported, naming every reason.
 """
 
 from __future__ import annotations
@@ -45,9 +46,7 @@ from typing import Any
 
 import yaml
 
-from arcforge.envs.rootfs import rootfs_blockers
-from arcforge.envs.rootfs_build import build_image
-from arcforge.envs.sandbox_root import (
+from arcforge.sandbox.root import (
     DROP_SEGMENT,
     STOCK_IMAGES,
     apt_missing,
@@ -56,8 +55,10 @@ from arcforge.envs.sandbox_root import (
     logical_lines,
     pip_missing,
 )
-from arcforge.envs.swe_tools import SWE_TOOLS
+from arcforge.sandbox.rootfs import rootfs_blockers
+from arcforge.sandbox.rootfs_build import build_image
 from arcforge.types import Task, Validation
+from arcforge.world.pysource import SWE_TOOLS
 
 TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
 PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))
@@ -67,6 +68,8 @@ DIFFICULTY = {"easy": 0.25, "medium": 0.5, "hard": 0.75}
 PROVIDED = {"pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging"}
 ROOT_MODES = ("auto", "layer", "rootfs")
 TB1_HELPERS = {"setup-uv-pytest.sh", "run-uv-pytest.sh"}  # sourced by run-tests.sh from tests/
+# what Terminal-Bench 1 runs for a task that ships no run-tests.sh: pytest on its test outputs
+TB1_DEFAULT_RUN_TESTS = "#!/bin/bash\npytest $TEST_DIR/test_outputs.py -rA\n"
 
 
 def _pkg_name(spec: str) -> str:
@@ -82,8 +85,10 @@ class Import:
         self.env: dict[str, str] = {}
         self.unsupported: list[str] = []
         self.hoist_pip: list[str] = []  # container mode: the verifier's pip installs
+        self.hoist_apt: list[str] = []  # real roots: the verifier's apt installs
         self.solve_time = False  # classifying a test script rather than a Dockerfile RUN
         self.container = False
+        self.real_root = False  # container mode on a real Debian root (see `uses_real_root`)
 
 
 def rewrite_paths(text: str) -> str:
@@ -97,7 +102,9 @@ def _install(seg: str, imp: Import) -> bool:
     """Handle an install command; True when it was recognised (and dropped or rejected)."""
     pkgs = apt_packages(seg)
     if pkgs is not None:
-        if missing := apt_missing(pkgs):
+        if imp.real_root and imp.solve_time:  # installed by the image build instead
+            imp.hoist_apt += [p for p in pkgs if p not in imp.hoist_apt]
+        elif missing := apt_missing(pkgs):
             imp.unsupported.append(f"apt package(s) not on this host: {', '.join(missing)}")
         return True
     pip = re.match(r"^(?:uv\s+add|(?:python3?\s+-m\s+)?(?:uv\s+)?pip3?\s+install)\s+(.*)$", seg)
@@ -188,18 +195,26 @@ def adapt_test_script(text: str, imp: Import) -> str:
         s = line.strip()
         # -P: like the `pytest` entry point, keep the cwd (/workspace) off sys.path, so a
         # workspace pytest.py cannot stand in for pytest (the fake_output exploit probe)
+        if uvx := re.match(r"^uvx\s+(.*?)\bpytest\s+", s):  # `--with X`: X installed at build
+            words = uvx.group(1).split()
+            pkgs = [b for a, b in zip(words, words[1:]) if a in ("--with", "-w")]
+            pkgs += [w.split("=", 1)[1] for w in words if w.startswith("--with=")]
+            if pkgs:
+                _install("pip install " + " ".join(pkgs), imp)
         s = re.sub(r"^uvx\s+(.*?)\bpytest\s+", "python3 -P -m pytest ", s)
-        s = re.sub(r"^(uv\s+run\s+)?pytest\s", "python3 -P -m pytest ", s)
-        s = re.sub(r"\s--ctrf\s+\S+", "", s)
+        s = re.sub(r"^(uv\s+run\s+|python3?\s+-m\s+)?pytest\s", "python3 -P -m pytest ", s)
+        # the ctrf report plugin is not loaded (the sandbox's pytest autoloads no plugins)
+        s = re.sub(r"\s--ctrf(\s+|=)\S+", "", s)
         if s and not s.startswith("#") and replay_run(s, imp) is None:
             continue
-        out.append(s if s.startswith("python3 -P -m pytest") else line)
+        out.append(s if s.startswith("python3 -P -m pytest") or "--ctrf" in line else line)
     return "\n".join(out) + "\n"
 
 
-def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
+def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, Any]:
     """The test files; Terminal-Bench 1's helper scripts adapted as run-tests.sh is (their
-    `uv add`s are installed at build time, their pytest is the sandbox's)."""
+    `uv add`s are installed at build time, their pytest is the sandbox's). A binary file (held-out
+    data) travels as {"base64": ...}, since Task metadata is JSON."""
     if not tests.is_dir():
         return {}
     fix = (lambda t: t) if imp.container else rewrite_paths
@@ -208,10 +223,38 @@ def _read_tests(tests: Path, skip: set[str], imp: Import) -> dict[str, str]:
         for f in sorted(tests.rglob("*"))
         if f.is_file() and f.name not in skip
     }
+    binary = {rel for rel, f in files.items() if not _is_text(f)}
     return {
-        rel: adapt_test_script(f.read_text(), imp) if f.name in TB1_HELPERS else fix(f.read_text())
+        rel: {"base64": base64.b64encode(f.read_bytes()).decode()}
+        if rel in binary
+        else adapt_test_script(f.read_text(), imp)
+        if f.name in TB1_HELPERS
+        else fix(f.read_text())
         for rel, f in files.items()
     }
+
+
+def _is_text(path: Path) -> bool:
+    try:
+        path.read_text()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def missing_tests(verify: str, tests: dict[str, str], script: str) -> list[str]:
+    """A reason for each test file the verify script names under /tests ($TEST_DIR) that the
+    task's tests/ directory lacks (a task shipped without its tests cannot be graded)."""
+    named = re.findall(
+        r"(?:\$TEST_DIR|\$\{TEST_DIR\}|(?<![\w./-])/tests|(?<![\w./-])/grading/tests)"
+        r"/([\w./-]+\.py)\b",
+        verify,
+    )
+    return [
+        f"{script} runs tests/{rel}, which the task does not ship"
+        for rel in sorted(set(named))
+        if rel not in tests
+    ]
 
 
 def solution_yaml(path: Path) -> str:
@@ -232,35 +275,37 @@ def root_mode() -> str:
     return mode
 
 
-def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, Any]:
-    """Container mode: build (or find cached) the task's root; context entries for it.
-
-    Mode "layer": a system layer over the host's /usr (sandbox_root.py); "rootfs": a real
-    Debian root (rootfs_build.py); "auto": the layer when it builds, else the real root
-    (apt packages the host lacks, writes outside the layer's directories, ...)."""
-    compose_text = compose.read_text() if compose and compose.is_file() else ""
+def uses_real_root() -> bool:
+    """Whether container-mode tasks get a real Debian root: mode "rootfs", or "auto" on a host
+    that can build one; otherwise ("layer", or "auto" without mmdebstrap/root) the host layer."""
     mode = root_mode()
+    return mode == "rootfs" or (mode == "auto" and not rootfs_blockers())
+
+
+def _build_root(dockerfile: Path | None, compose: Path | None, imp: Import) -> dict[str, Any]:
+    """Container mode: build (or find cached) the task's root; context entries for it
+    (a real root when `imp.real_root`, else a system layer over the host's /usr)."""
+    compose_text = compose.read_text() if compose and compose.is_file() else ""
     base = {"dockerfile": str(dockerfile or ""), "extra_pip": list(imp.hoist_pip)}
-    layer_reasons: list[str] = []
-    if mode != "rootfs":
+    if not imp.real_root:
         build = build_layer(dockerfile, extra_pip=imp.hoist_pip, compose=compose_text)
         if build.layer is not None:
             return {"root_layer": str(build.layer.path), **base}
-        layer_reasons = build.unsupported
-        if mode == "layer" or rootfs_blockers():
-            imp.unsupported += layer_reasons + [
-                f"a real root would need: {b}" for b in rootfs_blockers()
-            ]
-            return {}
-    image = build_image(dockerfile, compose=compose_text, extra_pip=imp.hoist_pip)
-    if image.image is None:  # auto: why the layer failed, then what the real root adds
-        imp.unsupported += layer_reasons + [
-            r if mode == "rootfs" else f"as a real root: {r}"
-            for r in image.unsupported
-            if r not in layer_reasons
-        ]
+        imp.unsupported += build.unsupported
+        if root_mode() == "auto":  # what stands between this host and a real root
+            imp.unsupported += [f"a real root would need: {b}" for b in rootfs_blockers()]
         return {}
-    return {"rootfs_image": str(image.image.lowers[0].parent), **base}
+    image = build_image(
+        dockerfile, compose=compose_text, extra_pip=imp.hoist_pip, extra_apt=imp.hoist_apt
+    )
+    if image.image is None:
+        imp.unsupported += image.unsupported
+        return {}
+    return {
+        "rootfs_image": str(image.image.lowers[0].parent),
+        **base,
+        "extra_apt": list(imp.hoist_apt),
+    }
 
 
 def _task(
@@ -312,10 +357,15 @@ def import_terminal_bench(root: str | Path, container: bool | None = None) -> Ta
     imp = Import()
     dockerfile = root / "Dockerfile" if (root / "Dockerfile").is_file() else None
     imp.container = dockerfile is not None if container is None else container
+    imp.real_root = imp.container and uses_real_root()
     if dockerfile is not None and not imp.container:
         replay_dockerfile(dockerfile, imp)
-    verify = adapt_test_script((root / "run-tests.sh").read_text(), imp)
+    run_tests = root / "run-tests.sh"
+    verify = adapt_test_script(
+        run_tests.read_text() if run_tests.is_file() else TB1_DEFAULT_RUN_TESTS, imp
+    )
     tests = _read_tests(root / "tests", set(), imp)  # before the build: helpers hoist installs
+    imp.unsupported += missing_tests(verify, tests, "run-tests.sh")
     extra = _build_root(dockerfile, root / "docker-compose.yaml", imp) if imp.container else {}
     sol = (root / "solution.sh").read_text() if (root / "solution.sh").is_file() else ""
     if not sol and (root / "solution.yaml").is_file():
@@ -338,13 +388,18 @@ def import_harbor(root: str | Path, container: bool | None = None) -> Task:
     env_dir = root / "environment"
     dockerfile = env_dir / "Dockerfile" if (env_dir / "Dockerfile").is_file() else None
     imp.container = dockerfile is not None if container is None else container
+    imp.real_root = imp.container and uses_real_root()
     if dockerfile is not None and not imp.container:
         replay_dockerfile(dockerfile, imp)
     if (env_dir / "init.sh").is_file():  # our addition: setup run before the agent
         init = (env_dir / "init.sh").read_text()
         imp.init.append(init if imp.container else rewrite_paths(init))
-    verify = adapt_test_script((root / "tests" / "test.sh").read_text(), imp)
+    test_sh = root / "tests" / "test.sh"
+    if not test_sh.is_file():
+        imp.unsupported.append("the task ships no tests/test.sh (Harbor's verifier script)")
+    verify = adapt_test_script(test_sh.read_text() if test_sh.is_file() else "", imp)
     tests = _read_tests(root / "tests", {"test.sh"}, imp)  # before the build (see above)
+    imp.unsupported += missing_tests(verify, tests, "tests/test.sh")
     compose = env_dir / "docker-compose.yaml"
     extra = _build_root(dockerfile, compose, imp) if imp.container else {}
     md = spec.get("metadata", {})

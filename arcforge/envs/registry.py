@@ -91,6 +91,11 @@ def _terminal(task: Task, world: Any, **kw: Any) -> Environment:
 def _swe(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environment:
     from arcforge.envs.swe_env import SWEEnv
 
+    if task.metadata.get("swe_env") and task.context.get("repo_path"):
+        # an instance from a real repository: graded inside its own environment
+        from arcforge.envs.swe_repo_env import task_env
+
+        return task_env(task, kw.get("backend", "bwrap"))
     if repos is None:
         repos = world.repos if world is not None else ()
     return SWEEnv(repos, **kw)

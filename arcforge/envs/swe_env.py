@@ -43,12 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.base import SandboxToolEnv
 from arcforge.envs.code_env import junit_key, run_pytest
-from arcforge.envs.sandbox import ExecResult, Limits, Sandbox
-from arcforge.envs.swe_tools import SWE_TOOLS, function_tools
+from arcforge.envs.swe_tools import function_tools
 from arcforge.envs.terminal_env import format_exec, open_task_sandbox, sandbox_tools
+from arcforge.sandbox import ExecResult, Limits
 from arcforge.types import Message, Reward, Task, Tool
+from arcforge.world.pysource import SWE_TOOLS
 from arcforge.world.repos import Repo
 
 TEST_DIRS = {"tests", "test", "testing"}
@@ -246,7 +247,7 @@ def strip_durations(text: str) -> str:
     return _DURATION.sub(r"\1\2", text)
 
 
-class SWEEnv:
+class SWEEnv(SandboxToolEnv):
     """Repository-level bug fixing (world SWE tasks and imported SWE-bench instances).
 
     Args:
@@ -267,15 +268,10 @@ class SWEEnv:
         tool_timeout: float = 60,
         verify_timeout: float = 300,
     ):
+        super().__init__(backend, limits, tool_timeout, verify_timeout)
         self.repos = {r.name: r for r in repos}
-        self.backend, self.limits = backend, limits or Limits(wall_time=300)
-        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
         self.snap: Snapshot | None = None
         self.tmp: Path | None = None
-        self.tools: list[Tool] = []
-        self.final = ""
 
     def reset(self, task: Task) -> list[Message]:
         """Build the history-free base repo on the host and open a sandbox over a copy of it."""
@@ -316,14 +312,6 @@ class SWEEnv:
             f"python3 -m pytest -q -p no:cacheprovider {target}", timeout=self.tool_timeout
         )
         return strip_durations(format_exec(res))[-6000:]
-
-    def step(self, message: Message) -> StepResult:
-        if self.sb is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
-        self.final = message.content
-        return StepResult([], True)
 
     def apply_patch(self, patch: str) -> ExecResult:
         """Apply a unified diff in the workspace as the agent could (used by check and tests)."""
@@ -367,9 +355,7 @@ class SWEEnv:
         return Reward(1.0 if run.report_ok and not bad else 0.0, details)
 
     def close(self) -> None:
-        if self.sb is not None:
-            self.sb.close()
-            self.sb = None
+        super().close()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None

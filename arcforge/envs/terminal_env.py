@@ -10,12 +10,12 @@ grading exec in /workspace: exit code 0 = pass, or, when the task names a reward
 
 Task fields read: context["init_script"], context["files"] {workspace path: text},
 context["env"] {name: value}; validation.verify_script; metadata["test_files"] {path under the
-tests dir: text}, metadata["reward_file"], metadata["unsupported"] (reasons; reset refuses).
+tests dir: text, or {"base64": ...} for a binary file}, metadata["reward_file"], metadata["unsupported"] (reasons; reset refuses).
 Imported Terminal-Bench / Harbor tasks come in one of two modes (see importers.py): with
 context["root_layer"] (container mode, the default for a task with a Dockerfile) the sandbox is
 a container-like root over that cached layer (uid 0, cwd the WORKDIR, /app, /tests, /logs as
-the scripts expect; sandbox_root.py), or with context["rootfs_image"] a real root seen
-through a copy-on-write view (sandbox_rootfs.py), either rebuilt from context["dockerfile"]
+the scripts expect; arcforge.sandbox.root), or with context["rootfs_image"] a real root seen
+through a copy-on-write view (arcforge.sandbox.rootfs_sandbox), either rebuilt from context["dockerfile"]
 if the cache was cleared; otherwise /app, /tests and /logs arrive rewritten to /workspace,
 /grading/tests and /grading/logs.
 
@@ -26,15 +26,15 @@ what it checks is the workspace state the agent was asked to produce.
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.base import StepResult, execute_calls
-from arcforge.envs.rootfs_build import build_image, load_image
-from arcforge.envs.sandbox import (
+from arcforge.envs.base import SandboxToolEnv, StepResult
+from arcforge.sandbox import (
     ExecResult,
     Limits,
     Sandbox,
@@ -42,8 +42,9 @@ from arcforge.envs.sandbox import (
     host_site_packages,
     open_sandbox,
 )
-from arcforge.envs.sandbox_rootfs import RootfsImage, RootfsSandbox
-from arcforge.envs.sandbox_types import RootLayer
+from arcforge.sandbox.rootfs_build import build_image, load_image
+from arcforge.sandbox.rootfs_sandbox import RootfsImage, RootfsSandbox
+from arcforge.sandbox.types import RootLayer
 from arcforge.types import Message, Reward, Task, Tool
 
 PYSITE = "/opt/pysite"  # where the host's pure-Python packages (pytest) appear inside
@@ -81,7 +82,7 @@ def open_task_sandbox(
     Plugin autoloading is off: the bound site-packages is our own environment, whose pytest
     plugins are incidental to the task (and loading them doubles pytest's start-up time).
     `root`: a container-like root layer (bwrap only); `image`: a real-root task image
-    (sandbox_rootfs.py; bwrap only)."""
+    (arcforge.sandbox.rootfs_sandbox; bwrap only)."""
     binds = {host_site_packages(): PYSITE}
     env = {"PYTHONPATH": PYSITE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
     if image is not None:
@@ -102,7 +103,7 @@ def task_root(task: Task) -> RootLayer | None:
         return None
     if (Path(path) / "layer.json").is_file():
         return RootLayer.load(path)
-    from arcforge.envs.sandbox_root import build_layer
+    from arcforge.sandbox.root import build_layer
 
     build = build_layer(
         task.context.get("dockerfile") or None, extra_pip=task.context.get("extra_pip") or []
@@ -122,11 +123,21 @@ def task_image(task: Task) -> RootfsImage | None:
     if (Path(path) / "image.json").is_file():
         return load_image(path)
     build = build_image(
-        task.context.get("dockerfile") or None, extra_pip=task.context.get("extra_pip") or []
+        task.context.get("dockerfile") or None,
+        extra_pip=task.context.get("extra_pip") or [],
+        extra_apt=task.context.get("extra_apt") or [],
     )
     if build.image is None:
         raise ValueError(f"task {task.id} is unsupported here: {'; '.join(build.unsupported)}")
     return build.image
+
+
+def test_file_content(content: str | dict) -> str | bytes:
+    """A test file as metadata["test_files"] carries it: text, or {"base64": ...} for a binary
+    file."""
+    if isinstance(content, dict):
+        return base64.b64decode(content["base64"])
+    return content
 
 
 def python_tool(sb: Sandbox, timeout: float, name: str, summary: str) -> Tool:
@@ -205,7 +216,7 @@ class EpisodeState:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class TerminalEnv:
+class TerminalEnv(SandboxToolEnv):
     """Shell tasks (world terminal scenarios, Terminal-Bench, Harbor). One sandbox per episode.
 
     Args:
@@ -224,11 +235,7 @@ class TerminalEnv:
         tool_timeout: float = 20,
         verify_timeout: float = 120,
     ):
-        self.backend, self.limits = backend, limits or Limits(wall_time=120)
-        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
-        self.tools: list[Tool] = []
+        super().__init__(backend, limits, tool_timeout, verify_timeout)
         self.state = EpisodeState()
 
     def reset(self, task: Task) -> list[Message]:
@@ -255,12 +262,8 @@ class TerminalEnv:
         self.tools = [tools[n] for n in self.tool_names]
         return [Message("user", task.instruction)]
 
-    def step(self, message: Message) -> StepResult:
-        """Run the message's tool calls; a message without calls ends the episode."""
-        if self.sb is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
+    def finish(self, message: Message) -> StepResult:
+        """A message without tool calls ends the episode; its bash blocks run as scripts."""
         self.state.final, self.state.done = message.content, True
         outputs = [
             format_exec(self.run_script(b))
@@ -282,8 +285,8 @@ class TerminalEnv:
             return Reward(0.0, {"error": f"task {self.task.id} has no verify script"})
         sb = self.sb
         sb.exec("rm -rf /grading/* && mkdir -p /grading/tests /grading/logs/verifier", grading=True)
-        for rel, text in (self.task.metadata.get("test_files") or {}).items():
-            sb.write_file(f"{TESTS_DIR}/{rel}", text)
+        for rel, content in (self.task.metadata.get("test_files") or {}).items():
+            sb.write_file(f"{TESTS_DIR}/{rel}", test_file_content(content))
         sb.write_file("/grading/verify.sh", v.verify_script, mode=0o755)
         timeout = float(self.task.metadata.get("verify_timeout") or self.verify_timeout)
         rooted = self.task.context.get("root_layer") or self.task.context.get("rootfs_image")
@@ -302,11 +305,6 @@ class TerminalEnv:
             details["reward_file"] = score
             return Reward(score if score is not None else 0.0, details)
         return Reward(1.0 if res.ok else 0.0, details)
-
-    def close(self) -> None:
-        if self.sb is not None:
-            self.sb.close()
-            self.sb = None
 
 
 def _read_reward(sb: Sandbox, path: str) -> float | None:

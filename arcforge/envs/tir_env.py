@@ -10,11 +10,11 @@ do not), which keeps every call reproducible and bounded.
 
 from __future__ import annotations
 
-from arcforge.envs.base import StepResult, execute_calls
-from arcforge.envs.sandbox import Limits, Sandbox, open_sandbox
+from arcforge.envs.base import SandboxToolEnv
 from arcforge.envs.terminal_env import python_tool
 from arcforge.rewards.math import extract_answer, math_reward
-from arcforge.types import Message, Reward, Task, Tool
+from arcforge.sandbox import Limits, open_sandbox
+from arcforge.types import Message, Reward, Task
 
 SYSTEM_HINT = (
     "You can run Python with the `python` tool (print what you need). "
@@ -22,7 +22,7 @@ SYSTEM_HINT = (
 )
 
 
-class TIREnv:
+class TIREnv(SandboxToolEnv):
     """Math with a sandboxed Python tool.
 
     Args:
@@ -34,13 +34,8 @@ class TIREnv:
     def __init__(
         self, backend: str = "bwrap", limits: Limits | None = None, tool_timeout: float = 10
     ):
-        self.backend = backend
-        self.limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
-        self.tool_timeout = tool_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
-        self.tools: list[Tool] = []
-        self.final = ""
+        limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
+        super().__init__(backend, limits, tool_timeout)
 
     def reset(self, task: Task) -> list[Message]:
         self.close()
@@ -50,22 +45,9 @@ class TIREnv:
         self.tools = [python_tool(self.sb, self.tool_timeout, "python", summary)]
         return [Message("user", f"{task.instruction}\n\n{SYSTEM_HINT}")]
 
-    def step(self, message: Message) -> StepResult:
-        if self.sb is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
-        self.final = message.content
-        return StepResult([], True)
-
     def verify(self) -> Reward:
         if self.task is None:
             return Reward(0.0, {"error": "no episode"})
         ref = self.task.validation.answer or ""
         score = math_reward(self.final, ref) if self.final and ref else 0.0
         return Reward(score, {"answer": extract_answer(self.final), "reference": ref})
-
-    def close(self) -> None:
-        if self.sb is not None:
-            self.sb.close()
-            self.sb = None

@@ -26,12 +26,12 @@ import torch
 
 from arcforge.config import EvalCfg
 from arcforge.errors import UserError
-from arcforge.eval.stats import summarize
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import load_model
 from arcforge.model.tokenizer import load_tokenizer
 from arcforge.progress import progress
 from arcforge.rollout.engine import LocalEngine
+from arcforge.stats import summarize
 
 
 def load_engine(ckpt: Path, max_batch: int = 64) -> tuple[Any, Any, LocalEngine]:

@@ -49,14 +49,14 @@ import torch.nn.functional as F
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
+from arcforge.data.packing import HELDOUT_SEQ_LEN
 from arcforge.device import model_device
 from arcforge.eval.copying import suite_copy
-from arcforge.eval.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.rewards.math import exact_match, math_reward
 from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.rollout.policies import fixed_body
-from arcforge.train.lm import HELDOUT_SEQ_LEN
+from arcforge.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
 from arcforge.types import Message, Task
+from arcforge.world.demos import fixed_body
 
 
 @dataclass

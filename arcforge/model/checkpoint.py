@@ -1,7 +1,8 @@
 """Model construction and checkpoint I/O.
 
 Every checkpoint is a `save_pretrained` directory: `config.json`, safetensors weights and the
-tokenizer files, so transformers (`AutoModelForCausalLM.from_pretrained(dir)`) and vLLM load it
+tokenizer files with arcforge's Jinja `chat_template` (arcforge.chat.jinja), so transformers
+(`AutoModelForCausalLM.from_pretrained(dir)`, `apply_chat_template`) and vLLM load and prompt it
 as is. arcforge's own metadata (stage, step, ...) goes in a side file `arcforge.json` that
 other tools ignore; `config.json` also carries the transformers-4.x spellings of the RoPE base
 and dtype (`rope_theta`, `torch_dtype`) for readers pinned to 4.x. A checkpoint is written to a temporary sibling directory and renamed into

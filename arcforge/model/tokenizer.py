@@ -31,6 +31,7 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from arcforge.chat.jinja import CHAT_TEMPLATE
 from arcforge.chat.tokens import BOS, EOS, PAD, SPECIAL_TOKENS
 
 DEFAULT_MAX_LENGTH = 4096
@@ -100,6 +101,11 @@ def train_tokenizer(
 def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
     """Write the tokenizer as a `save_pretrained` directory; returns the directory.
 
+    The tokenizer's `chat_template` is set to arcforge's (arcforge.chat.jinja), so
+    `apply_chat_template` and any server's chat endpoint render the format the model was trained
+    on; transformers 5 writes it to `chat_template.jinja`, and it is also kept under
+    `chat_template` in tokenizer_config.json for readers that only look there.
+
     transformers 5 writes `tokenizer_class: TokenizersBackend` and a list under
     `extra_special_tokens`, which transformers 4.x (what many vLLM builds pin) cannot read. We
     rewrite both to the spelling every version understands: `PreTrainedTokenizerFast` and
@@ -107,6 +113,7 @@ def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tok.chat_template = CHAT_TEMPLATE
     tok.save_pretrained(str(out))
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
@@ -114,6 +121,7 @@ def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
         cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     if isinstance(cfg.get("extra_special_tokens"), list):
         cfg["additional_special_tokens"] = cfg.pop("extra_special_tokens")
+    cfg["chat_template"] = CHAT_TEMPLATE
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
     return out
 

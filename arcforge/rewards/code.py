@@ -9,17 +9,18 @@ of tests and every one passed, read from a JUnit report under /grading.
 Deliberate simplifications: the solution's import-time code runs in the grading exec (it is
 what pytest imports), so a solution written to attack the grader could forge the report; the
 report's randomized name and the test-count check stop accidents, not an adversary. pytest
-comes from the host's site-packages, bound read-only (see arcforge.envs.sandbox).
+comes from the host's site-packages, bound read-only (see arcforge.sandbox).
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import secrets
 import xml.etree.ElementTree as ET
 
-from arcforge.envs.sandbox import Limits, SandboxError, host_site_packages, open_sandbox
+from arcforge.sandbox import Limits, SandboxError, host_site_packages, open_sandbox
 from arcforge.types import Reward
 
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
@@ -96,6 +97,23 @@ def run_unit_tests(
     return Reward(1.0 if ok else 0.0, details)
 
 
+def assemble(block: str, stub: str | None, entry_point: str | None) -> str:
+    """The solution module for a reply's code block: the block itself when it defines
+    `entry_point` at top level (or the task has no stub), else `stub` + block."""
+    if not stub or not entry_point:
+        return block
+    try:
+        tree = ast.parse(block)
+    except SyntaxError:  # an indented body alone does not parse
+        tree = None
+    if tree is not None and any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == entry_point
+        for n in tree.body
+    ):
+        return block
+    return (stub if stub.endswith("\n") else stub + "\n") + block
+
+
 def code_reward(
     response: str,
     tests: str,
@@ -106,7 +124,5 @@ def code_reward(
 ) -> Reward:
     """Extract the solution from a model response and run the hidden tests against it. With a
     HumanEval-style `stub`, a response that does not define `entry_point` completes it."""
-    from arcforge.envs.code_env import assemble
-
     code = assemble(extract_code(response), stub, entry_point)
     return run_unit_tests(code, tests, time_limit=time_limit, backend=backend)

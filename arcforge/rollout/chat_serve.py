@@ -9,10 +9,16 @@ reply is decoded with special tokens kept and parsed by `parse_assistant` into `
 including `arcforge.llm.LLMClient`, can drive a local checkpoint. Thinking follows vLLM's
 `chat_template_kwargs.enable_thinking` (default on, as the template's default). `max_tokens`
 is cut to the room left in the model's context (OpenAI's behaviour for an over-long request).
+`stream: true` answers with server-sent `chat.completion.chunk` events in OpenAI's streaming
+shape (tool calls as `delta.tool_calls`, `stream_options.include_usage` adds a usage chunk),
+so streaming clients work unchanged.
 
-Simplification: a malformed tool call in a reply is dropped from `tool_calls` (the parse
-errors are returned in a non-standard `arcforge_errors` field of the message) rather than
-failing the request.
+Simplification: a streamed reply is generated whole before its first event is sent (the
+engine has no per-token callback), so streaming changes the wire format, not the latency.
+
+A malformed tool call in a reply is dropped from `tool_calls` (the parse errors are returned in
+a non-standard `arcforge_errors` field of the message, or of the finish chunk's delta when
+streaming) rather than failing the request.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids
@@ -45,6 +52,8 @@ class ChatRequest(BaseModel):
     n: int = 1
     seed: int | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
 
 
 def _content_text(content: Any) -> str:
@@ -107,57 +116,94 @@ def context_length(engine: Any) -> int | None:
     return getattr(cfg, "max_position_embeddings", None)
 
 
+def chunk(base: dict[str, Any], index: int, delta: dict[str, Any], finish: str | None = None):
+    """One `chat.completion.chunk` server-sent event for choice `index`."""
+    body = {**base, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def stream_events(base: dict[str, Any], replies: list[tuple[dict[str, Any], str]], usage=None):
+    """The SSE events of finished replies, OpenAI's streaming shape: per choice a role chunk,
+    then reasoning_content, content and each tool call (index, id, name, whole arguments),
+    then the finish chunk; a usage chunk (empty choices) when asked for; then [DONE]."""
+    base = {**base, "object": "chat.completion.chunk"}
+    for k, (msg, finish) in enumerate(replies):
+        yield chunk(base, k, {"role": "assistant", "content": ""})
+        if msg.get("reasoning_content") is not None:
+            yield chunk(base, k, {"reasoning_content": msg["reasoning_content"]})
+        if msg["content"]:
+            yield chunk(base, k, {"content": msg["content"]})
+        for j, call in enumerate(msg.get("tool_calls", [])):
+            yield chunk(base, k, {"tool_calls": [{"index": j, **call}]})
+        extra = {"arcforge_errors": msg["arcforge_errors"]} if "arcforge_errors" in msg else {}
+        yield chunk(base, k, extra, finish)
+    if usage is not None:
+        yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+    yield "data: [DONE]\n\n"
+
+
 def add_chat_route(
     app: FastAPI, engine: Any, model_name: str, tokenizer: Any, lock: threading.Lock
 ) -> None:
     """Register POST /v1/chat/completions on `app` (shares the engine lock)."""
 
-    @app.post("/v1/chat/completions")
-    def chat_completions(req: ChatRequest) -> dict[str, Any]:
+    @app.post("/v1/chat/completions", response_model=None)
+    def chat_completions(req: ChatRequest) -> dict[str, Any] | StreamingResponse:
         if tokenizer is None:
             raise HTTPException(400, "chat completions need the checkpoint's tokenizer")
         try:
-            messages, tools = to_messages(req.messages), to_tools(req.tools)
-            think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
-            prompt = render_ids(
-                messages,
-                tokenizer,
-                tools,
-                ThinkingConfig(enabled=think),
-                add_generation_prompt=True,
-            ).input_ids
-            room = (context_length(engine) or 1 << 30) - len(prompt)
-            if room < 1:
-                raise ValueError(f"the rendered prompt ({len(prompt)} tokens) fills the context")
-            stops = tuple(int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS))
-            params = SamplingParams(
-                max_new_tokens=min(req.max_tokens, room),
-                temperature=req.temperature,
-                top_p=req.top_p,
-                top_k=max(req.top_k, 0),
-                stop_token_ids=stops,
-                seed=req.seed,
-                n=req.n,
-            )
-            with lock:
-                comps = engine.generate([prompt], params)
+            prompt, comps = _generate(req, engine, tokenizer, lock)
         except ValueError as err:
             raise HTTPException(400, str(err)) from err
-        choices = []
+        replies = []
         for k, c in enumerate(comps):
             msg, calls = reply_message(tokenizer.decode(c.token_ids, skip_special_tokens=False), k)
-            finish = "tool_calls" if calls else c.finish_reason
-            choices.append({"index": k, "message": msg, "finish_reason": finish})
+            replies.append((msg, "tool_calls" if calls else c.finish_reason))
         n_new = sum(len(c.token_ids) for c in comps)
-        return {
+        usage = {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": n_new,
+            "total_tokens": len(prompt) + n_new,
+        }
+        base = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
             "created": int(time.time()),
             "model": model_name,
-            "choices": choices,
-            "usage": {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": n_new,
-                "total_tokens": len(prompt) + n_new,
-            },
         }
+        if req.stream:
+            with_usage = bool((req.stream_options or {}).get("include_usage"))
+            events = stream_events(base, replies, usage if with_usage else None)
+            return StreamingResponse(events, media_type="text/event-stream")
+        choices = [
+            {"index": k, "message": msg, "finish_reason": finish}
+            for k, (msg, finish) in enumerate(replies)
+        ]
+        return {**base, "object": "chat.completion", "choices": choices, "usage": usage}
+
+
+def _generate(req: ChatRequest, engine: Any, tokenizer: Any, lock: threading.Lock):
+    """Render the request with the generation prompt and sample: (prompt ids, completions).
+
+    Raises:
+        ValueError: naming the bad message or tool, or a prompt that fills the context.
+    """
+    messages, tools = to_messages(req.messages), to_tools(req.tools)
+    think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
+    prompt = render_ids(
+        messages, tokenizer, tools, ThinkingConfig(enabled=think), add_generation_prompt=True
+    ).input_ids
+    room = (context_length(engine) or 1 << 30) - len(prompt)
+    if room < 1:
+        raise ValueError(f"the rendered prompt ({len(prompt)} tokens) fills the context")
+    stops = tuple(int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS))
+    params = SamplingParams(
+        max_new_tokens=min(req.max_tokens, room),
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=max(req.top_k, 0),
+        stop_token_ids=stops,
+        seed=req.seed,
+        n=req.n,
+    )
+    with lock:
+        return prompt, engine.generate([prompt], params)

@@ -8,9 +8,14 @@
   building or logits processors per step); any other causal LM runs through the model's own
   forward with a `DynamicCache`. The engine owns a private copy of the weights, so training the
   trainer's model changes nothing until `load_weights`. `precision` makes the copy bf16 or int8
-  so that the train/inference mismatch IcePop guards against is real.
+  so that the train/inference mismatch IcePop guards against is real. With an `mtp` head it
+  decodes speculatively, one row at a time (arcforge.rollout.spec_decode): the tokens and
+  logprobs are distributed exactly as the target model's.
 - `ServerEngine`: any OpenAI-compatible `/v1/completions` server that takes prompt token ids and
   returns completion token ids and logprobs (vLLM, SGLang, `arcforge serve`).
+
+`make_engine` builds the one a config names: `local`, `vllm` (arcforge.rollout.vllm_engine) or
+`sglang` (arcforge.rollout.sglang_engine, SGLang's native `/generate`).
 
 Logprob convention (both engines): the logprob of each sampled token is log_softmax of the raw
 model logits at temperature 1, before temperature / top-k / top-p. That is the policy logprob
@@ -43,8 +48,10 @@ from torch import nn
 from arcforge.errors import ConfigError
 from arcforge.rollout.decoder import _fast_supported, _FastDecoder, _HFDecoder, _quantize_int8
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the MTP modules load transformers' GLM-5 code: only with a head
     from arcforge.config import EngineCfg
+    from arcforge.model.mtp import MTPHead
+    from arcforge.rollout.spec_decode import SpecStats
 
 FinishReason = Literal["stop", "length"]
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -148,6 +155,8 @@ class LocalEngine:
         precision: "fp32", "bf16" (weights, activations and KV cache in bf16) or "int8".
         max_batch: rows per forward; larger calls are processed in chunks (shortest prompts first).
         fast: use the lean Llama-family decode path when the architecture allows it.
+        mtp: an MTP head of `model`: speculative decoding with its drafts (the HF forward path).
+        draft_steps: drafts per speculative round (0: the head's trained depth).
     """
 
     def __init__(
@@ -158,18 +167,26 @@ class LocalEngine:
         precision: str = "fp32",
         max_batch: int = 64,
         fast: bool = True,
+        mtp: MTPHead | None = None,
+        draft_steps: int = 0,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.pad_token_id, self.precision, self.max_batch = pad_token_id, precision, max_batch
         self._master = copy.deepcopy(model).eval().requires_grad_(False)
-        self._fast = fast and _fast_supported(self._master)
+        self._fast = fast and mtp is None and _fast_supported(self._master)
+        self._mtp, self._draft_steps = mtp, draft_steps
         self._version = 0
         self._build()
 
     @property
     def version(self) -> int:
         return self._version
+
+    @property
+    def spec_stats(self) -> SpecStats | None:
+        """Speculative decoding's counts since the weights were last loaded (None: off)."""
+        return None if self._spec is None else self._spec.stats
 
     def _build(self) -> None:
         m = copy.deepcopy(self._master)
@@ -179,6 +196,11 @@ class LocalEngine:
         elif self.precision == "int8":
             _quantize_int8(dec)
         self._dec = dec.eval()
+        self._spec = None
+        if self._mtp is not None:  # _HFDecoder: dec.model is the HF model at this precision
+            from arcforge.rollout.spec_decode import SpecDecoder
+
+            self._spec = SpecDecoder(dec.model, self._mtp, self.precision, self._draft_steps)
         self._device = next(self._master.parameters()).device
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
@@ -190,6 +212,10 @@ class LocalEngine:
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        if self._spec is not None:
+            with torch.inference_mode():
+                rows = self._spec.generate(prompts, params)
+            return [Completion(t, lp, f) for t, lp, f in rows]  # type: ignore[arg-type]
         rows = [i for i in range(len(prompts)) for _ in range(params.n)]  # row r -> prompt
         order = sorted(range(len(rows)), key=lambda r: len(prompts[rows[r]]))
         out: list[Completion | None] = [None] * len(rows)
@@ -372,7 +398,7 @@ def make_engine(
     Args:
         cfg: `engine:` of a stage; None is the LocalEngine.
         model: the policy (copied: to the LocalEngine's private weights, or to disk for vLLM).
-        pad_token_id, precision, max_batch: LocalEngine settings (vLLM serves fp32 only).
+        pad_token_id, precision, max_batch: LocalEngine settings (servers take fp32 only).
     """
     if cfg is None or cfg.kind == "local":
         return LocalEngine(
@@ -380,8 +406,21 @@ def make_engine(
         )
     if precision != "fp32":
         raise ConfigError(
-            f"engine.kind vllm serves fp32 weights; engine precision {precision!r} "
-            "is for the local engine"
+            f"engine.kind {cfg.kind} serves the checkpoint's fp32 weights (a server's own dtype "
+            f"flag goes in engine.extra_args); engine precision {precision!r} is for the local "
+            "engine"
+        )
+    if cfg.kind == "sglang":
+        from arcforge.rollout.sglang_engine import SGLangEngine  # it imports this module
+
+        return SGLangEngine(
+            model,
+            url=cfg.url,
+            workdir=cfg.workdir,
+            python=cfg.python,
+            max_model_len=cfg.max_model_len,
+            startup_timeout=cfg.startup_timeout,
+            extra_args=cfg.extra_args,
         )
     from arcforge.rollout.vllm_engine import VLLMEngine  # it imports this module
 

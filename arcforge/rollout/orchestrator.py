@@ -217,8 +217,8 @@ class Orchestrator:
         self.uniform_by_pool = {k: 0 for k in self.quotas}
         self.max_pool_failures = max_pool_failures
         self._streak = {k: 0 for k in self.quotas}  # failed-for-good jobs in a row per pool
-        self.pools, self.B, self.G = pools, groups_per_batch, group_size
-        self.tau, self.K, self.max_retries, self.seed = tau, sync_every, max_retries, seed
+        self.pools, self.groups_per_batch, self.group_size = pools, groups_per_batch, group_size
+        self.tau, self.sync_every, self.max_retries, self.seed = tau, sync_every, max_retries, seed
         self.services: list[EnvService] = []
         self._cv = threading.Condition()
         self._used: dict[str, int] = {}
@@ -243,10 +243,10 @@ class Orchestrator:
 
     def register(self, service: EnvService) -> None:
         """Add an environment service; its slots are `max_concurrency` episodes."""
-        if service.max_concurrency < self.G:
+        if service.max_concurrency < self.group_size:
             raise ConfigError(
                 f"service {service.name!r}: max_concurrency "
-                f"{service.max_concurrency} < group_size {self.G}"
+                f"{service.max_concurrency} < group_size {self.group_size}"
             )
         with self._cv:
             if any(s.name == service.name for s in self.services):
@@ -351,7 +351,7 @@ class Orchestrator:
         if job is None or job.attempt != lease.attempt:
             return None
         del self._inflight[lease.job_id]
-        self._used[lease.service.name] -= self.G
+        self._used[lease.service.name] -= self.group_size
         job.lease = None
         return job
 
@@ -362,18 +362,20 @@ class Orchestrator:
         return sum(g.pool == pool for g in self._buffer) + sum(j.pool == pool for j in jobs)
 
     def _room(self, pool: str) -> bool:
-        cap = self.quotas[pool] * ((self.version + self.tau + 1) * self.K - self.batches)
+        cap = self.quotas[pool] * ((self.version + self.tau + 1) * self.sync_every - self.batches)
         return self._live(pool) < cap
 
     def _service(self, kind: str, avoid: list[str]) -> EnvService | None:
         serving = [s for s in self.services if kind in s.kinds]
         fresh = [s for s in serving if s.name not in avoid] or serving  # "elsewhere" if possible
-        free = [s for s in fresh if self._used[s.name] + self.G <= s.max_concurrency]
+        free = [s for s in fresh if self._used[s.name] + self.group_size <= s.max_concurrency]
         return min(free, key=lambda s: self._used[s.name], default=None)
 
     def _start(self, job: _Job, service: EnvService) -> Lease:
-        self._used[service.name] += self.G
-        job.lease = Lease(job.id, job.attempt, job.pool, job.task, service, self.G, self.version)
+        self._used[service.name] += self.group_size
+        job.lease = Lease(
+            job.id, job.attempt, job.pool, job.task, service, self.group_size, self.version
+        )
         self._inflight[job.id] = job
         self.counts["dispatched"] += 1
         return job.lease

@@ -35,6 +35,7 @@ from arcforge.chat.template import EMPTY_THINK, assistant_spans
 from arcforge.chat.tokens import ASSISTANT, END, USER
 from arcforge.rollout.engine import Completion, SamplingParams
 from arcforge.types import Message, Task, ToolCall
+from arcforge.world.demos import fix_code
 from arcforge.world.mathgen import tir_program
 
 
@@ -262,32 +263,6 @@ def _terminal_script(task: Task) -> list[Message]:
         _call("bash", {"command": check}, f"Now I check the result: `{check}`."),
         Message("assistant", "Done.", reasoning="The output looks right."),
     ]
-
-
-def fixed_function(task: Task) -> str:
-    """The whole definition of a world SWE task's buggy function as the correct module has it
-    (`metadata["fixed"]`: the oracle, train-side only)."""
-    return task.metadata["fixed"]
-
-
-def fixed_body(task: Task) -> str:
-    """That function's fixed body below its signature and docstring: the expert's replacement
-    (`replace_function` keeps the rest)."""
-    from arcforge.envs.swe_tools import definitions
-
-    fixed = fixed_function(task)
-    d = definitions(fixed, task.context["bug"]["path"])[0]
-    return "".join(fixed.splitlines(keepends=True)[d.body - 1 : d.end])
-
-
-def fix_code(task: Task) -> str:
-    """What the expert gives replace_function: the fixed body, or the whole fixed definition
-    when the bug sits in the signature (a changed parameter default), which a body keeps."""
-    from arcforge.envs.swe_tools import definition_at
-
-    bug = task.context["bug"]
-    d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
-    return fixed_function(task) if bug["line"] < d.body else fixed_body(task)
 
 
 def _swe_script(task: Task) -> list[Message]:

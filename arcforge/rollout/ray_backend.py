@@ -13,7 +13,10 @@ run with backend "ray" and ray_address "auto" (docs/scaling.md).
 Faults: a worker actor that dies (process killed, node lost) raises RayActorError in its
 driver thread; the lease is failed (the orchestrator retries it on another worker), Ray
 restarts the actor (max_restarts) and the driver reloads the latest weights into it before
-its next job. Weight pushes put the state dict in the object store once and wait for every
+its next job. Any other error of a job's call (an actor unreachable, an object lost) fails
+its lease too, so a job is never left leased to a thread that gave up on it. The orchestrator
+accepts one result per lease attempt: a killed attempt's output can never join a batch beside
+its retry's. Weight pushes put the state dict in the object store once and wait for every
 actor with a timeout (WeightSyncTimeout). Deliberate simplification: one driver thread per
 worker actor, one lease at a time per actor.
 """
@@ -42,7 +45,9 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise UserError("backend 'ray' needs the ray package: pip install ray") from None
+        raise UserError(
+            "backend 'ray' needs the ray package: pip install 'arcforge[ray]'"
+        ) from None
     return ray
 
 
@@ -203,6 +208,10 @@ class RayWorkers:
                 continue
             except ray.exceptions.RayTaskError as err:
                 self.orch.fail(lease, f"ray worker {i}: {type(err.cause).__name__}: {err.cause}")
+                continue
+            except Exception as err:  # unreachable actor, lost object, ...: the job is retried
+                # elsewhere instead of dying with this thread (a lost job would stall the batch)
+                self.orch.fail(lease, f"ray worker {i}: {type(err).__name__}: {err}")
                 continue
             finally:
                 with self._lock:

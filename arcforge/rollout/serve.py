@@ -10,7 +10,8 @@ Routes:
                            `logprobs` is set, finish_reason ("stop" | "length").
     POST /v1/chat/completions  messages (OpenAI shape; tool results as role "tool"), tools
                            (OpenAI function schemas), max_tokens, temperature, top_p, n, seed,
-                           chat_template_kwargs {"enable_thinking": bool} (vLLM's switch).
+                           chat_template_kwargs {"enable_thinking": bool} (vLLM's switch),
+                           stream (server-sent chunks), stream_options {"include_usage"}.
                            Rendered with arcforge's chat template (needs a tokenizer) and
                            stopped at <|end|>; each reply is parsed back into content,
                            reasoning_content and OpenAI `tool_calls` (see chat_serve.py).

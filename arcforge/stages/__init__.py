@@ -1,11 +1,11 @@
-"""Stage runners, one module per stage family; importing this package registers them all.
+"""Stages, one module per stage family, each with its config model and its runner.
 
-Each module registers its runner with `arcforge.pipeline.register_stage(kind, ...)` and, for a
-new kind, its config class in `arcforge.config.STAGE_CONFIGS`.
+`arcforge.run_config` puts the config models together (the run config's discriminated union on
+`kind`) and `arcforge.pipeline` runs them; `common` holds what every stage shares.
 """
 
-from arcforge.stages import agentic_rl, distill, general_rl, lm, rl, sft, synth  # noqa: F401
 from arcforge.stages.common import (  # noqa: F401
+    RunContext,
     build_world_from_cfg,
     model_for_stage,
     prepare_tokenizer,

@@ -1,5 +1,6 @@
-"""Agentic-RL stage runner: task sources -> orchestrator + environment services -> rollout
-workers (threads or Ray actors) -> `train_async_rl` -> checkpoint.
+"""The agentic-RL stage: its config (`AgenticRLStageCfg`) and runner, task sources ->
+orchestrator + environment services -> rollout workers (threads on the stage's `engine:`, or
+Ray actors) -> `train_async_rl` -> checkpoint.
 
 Each source (`world:swe`, `world:terminal`, `world:search`, `world:tool`, `world:tir`,
 `jsonl:tasks.jsonl`, ...) is a pool of the mixture with its weight as its share of every batch;
@@ -14,24 +15,147 @@ backend "ray", one EnvHost actor per kind.
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Literal
 
-from arcforge.config import STAGE_CONFIGS
+from pydantic import Field, model_validator
+
+from arcforge.config import (
+    EngineCfg,
+    LossCfg,
+    OptimCfg,
+    SourceCfg,
+    StageCfg,
+    Strict,
+    no_reference_kl,
+)
 from arcforge.data.sources import load_records
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
-from arcforge.model.checkpoint import save_checkpoint
-from arcforge.pipeline import RunContext, register_stage
+from arcforge.model.checkpoint import load_model, save_checkpoint
 from arcforge.progress import progress
+from arcforge.rollout.agent import AgentConfig, run_episodes
+from arcforge.rollout.engine import LocalEngine
 from arcforge.rollout.envservice import EnvServiceError, http_service, local_service
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
-from arcforge.stages.common import model_for_stage
+from arcforge.rollout.swarm import SwarmCfg, swarm_env_maker
+from arcforge.rollout.workers import LocalWorkers
+from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.stages.distill import teacher_dir
 from arcforge.stages.rl import in_band
-from arcforge.train.async_rl import AgenticRLStageCfg, kept_probe, train_async_rl
+from arcforge.train.async_rl import kept_probe, train_async_rl
 from arcforge.train.loop import read_rows
 from arcforge.types import Task
 
-STAGE_CONFIGS["agentic_rl"] = AgenticRLStageCfg
+
+class EnvServiceCfg(Strict):
+    """An HTTP environment service (see arcforge.rollout.envservice) started elsewhere."""
+
+    url: str
+    timeout: float = Field(600.0, gt=0)
+
+
+class AgenticSourceCfg(SourceCfg):
+    """A task source of agentic RL: SourceCfg plus the sampling temperature of its episodes."""
+
+    # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
+    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5) while others
+    # learn best at T 1.0, so a pool may sample at its own temperature. A source whose
+    # temperature differs from its kind's pool gets a pool of its own (pool_settings).
+    temperature: float | None = Field(None, gt=0)
+
+
+class ProbeCfg(Strict):
+    """Checkpoint selection on the world's dev tasks (`World.tasks(suite, "dev")`)."""
+
+    suites: list[str] = Field(min_length=1)  # e.g. [tool, tir, terminal]
+    n: int = Field(100, gt=0)  # dev tasks per suite (at most 100 exist)
+    every: int = Field(4, gt=0)  # steps between probes (also at step 0 and the last step)
+    # which probed weights the stage ends on (kept_probe): the last step's unless its paired
+    # dev change from the best probed step is below zero beyond its 95% interval (the
+    # default), the best mean ("best"; step 0: no change), or the last step's ("last")
+    keep: Literal["last_unless_worse", "best", "last"] = "last_unless_worse"
+    max_turns: int | None = Field(None, gt=0)  # None: the eval's (what the report measures)
+    max_new_tokens: int | None = Field(None, gt=0)
+
+
+class AgenticRLStageCfg(LossCfg, StageCfg):
+    """Agentic RL on a mixture of environment task kinds, async (tau, sync_every) or sync; the
+    loss fields are `LossCfg`'s (double_sided_is against the rollout logprobs)."""
+
+    kind: Literal["agentic_rl"]
+    # task sources (world:swe, world:terminal, ...); weight = mixture share
+    sources: list[AgenticSourceCfg]
+    steps: int = Field(20, gt=0)
+    groups_per_step: int = Field(8, gt=0)
+    group_size: int = Field(4, ge=2)
+    tau: int = Field(2, ge=0)  # drop a group when version - start_version > tau
+    sync_every: int = Field(1, ge=1)  # K: trainer steps per weight push
+    reset_optimizer: bool = False  # clear Adam's moments at every push
+    workers: int = Field(4, gt=0)
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None  # None: start a local Ray; "auto": join `ray start` cluster
+    services: list[EnvServiceCfg] = []  # HTTP env services; empty: in-process, one per kind
+    env_concurrency: int = Field(16, gt=0)  # episodes per in-process / Ray env service
+    mixture_tolerance: float = Field(0.05, ge=0, le=1)
+    max_retries: int = Field(2, ge=0)
+    max_pool_failures: int = Field(8, ge=1)  # a pool failing this many jobs in a row stops the run
+    # dynamic sampling (DAPO): drop a group whose episodes all got one reward and run a fresh
+    # task in its slot, at most this many times in a row per pool (0: keep every group)
+    max_refill_tries: int = Field(0, ge=0)
+    # process reward on tool tasks (ToolEnv's call_credit): a wrong answer scores this x the
+    # share of the task's reference calls the episode made; a right one scores 1 (0: exact match)
+    call_credit: float = Field(0.0, ge=0, lt=1)
+    weight_sync_timeout: float = Field(120.0, gt=0)
+    batch_timeout: float = Field(1800.0, gt=0)
+    max_turns: int = Field(6, gt=0)
+    max_new_tokens: int = Field(96, gt=0)
+    context_budget: int = Field(1024, gt=16)
+    # keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are kept): a band the
+    # policy partly solves gives groups with mixed rewards, the only ones with a gradient
+    difficulty: tuple[float, float] | None = None
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    # engine and trainer logprobs under logits / temperature: the policy gradient of the
+    # tempered policy the episodes were sampled from (False: of the T=1 policy; see
+    # arcforge.rollout.engine's header); LocalEngine only
+    tempered_logprobs: bool = False
+    # > 0: the stage ends on (and probes) a Polyak average of its weights with this decay, not
+    # the last iterate (see WeightEMA); 0: the online weights
+    weight_ema: float = Field(0.0, ge=0, lt=1)
+    # against the rollout logprobs: this trainer recomputes no old-policy logprobs
+    loss: Literal["double_sided_is"] = "double_sided_is"
+    micro_batch: int = Field(16, gt=0)
+    # the rollout workers' engine (backend local; Ray actors hold LocalEngines of their own)
+    engine: EngineCfg = EngineCfg()
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    probe: ProbeCfg | None = None
+    # tasks of kind "swarm": orchestrator episodes over subagents frozen at a named checkpoint
+    swarm: SwarmCfg | None = None
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+
+    @model_validator(mode="after")
+    def _engine_and_loss(self) -> AgenticRLStageCfg:
+        if self.engine.kind != "local" and self.backend != "local":
+            raise ValueError(
+                f"engine.kind {self.engine.kind} needs backend local "
+                "(Ray rollout actors run LocalEngines of their own)"
+            )
+        return no_reference_kl(self, "agentic RL")
+
+    def agent(self, temperature: float | None = None) -> AgentConfig:
+        """The agent-loop config of the rollout workers (no seed: workers' calls can merge), at
+        `temperature` (None: the stage's)."""
+        temp = self.temperature if temperature is None else temperature
+        return AgentConfig(
+            max_turns=self.max_turns,
+            max_new_tokens=self.max_new_tokens,
+            context_budget=self.context_budget,
+            temperature=temp,
+            top_p=self.top_p,
+            tempered_logprobs=self.tempered_logprobs,
+        )
 
 
 def pool_settings(
@@ -74,9 +198,6 @@ def pool_settings(
 def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int):
     """The stage's probe (see ProbeCfg): greedy success per suite on the world's dev tasks,
     with the eval's turn and token budgets unless the probe sets its own."""
-    from arcforge.rollout.agent import AgentConfig, run_episodes
-    from arcforge.rollout.engine import LocalEngine
-
     pcfg, world, tok = stage.probe, ctx.world, ctx.tokenizer
     assert pcfg is not None
     tasks = {}
@@ -115,10 +236,6 @@ def _swarm_pool(ctx: RunContext, stage: AgenticRLStageCfg, kinds: list[str]):
             f"stage {stage.name!r}: swarm tasks need a `swarm:` block (the frozen "
             "subagents' checkpoint) and the in-process local backend"
         )
-    from arcforge.model.checkpoint import load_model
-    from arcforge.rollout.engine import LocalEngine
-    from arcforge.stages.distill import teacher_dir
-
     model = load_model(teacher_dir(ctx, stage.swarm.subagents))
     engine = LocalEngine(model, pad_token_id=ctx.tokenizer.pad_token_id or 0, max_batch=64)
     return stage.swarm.pool(engine, ctx.tokenizer, env_factory(ctx.world), stage.context_budget)
@@ -143,7 +260,6 @@ def _services(stage: AgenticRLStageCfg, kinds: list[str], world, swarm=None) -> 
     return [local_service(k, [k], factory, stage.env_concurrency) for k in kinds]
 
 
-@register_stage("agentic_rl")
 def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -> dict:
     tok, world = ctx.tokenizer, ctx.world
     model = model_for_stage(ctx, stage)
@@ -169,42 +285,40 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
         stage.max_refill_tries,
     )
     pad = tok.pad_token_id or 0
-    if stage.backend == "ray":
-        from arcforge.rollout.ray_backend import RayWorkers, init_ray
+    with ExitStack() as stack:  # the rollout engine and the swarm's subagents are closed last
+        if stage.backend == "ray":
+            from arcforge.rollout.ray_backend import RayWorkers, init_ray
 
-        init_ray(stage.ray_address, num_cpus=None)
-        workers = RayWorkers(
-            orch,
-            model,
-            tok,
-            stage.agent(),
-            stage.workers,
-            pad_token_id=pad,
-            precision=stage.engine_precision,
-            pool_cfgs=pool_cfgs,
-        )
-    else:
-        from arcforge.rollout.engine import LocalEngine
-        from arcforge.rollout.workers import LocalWorkers
-
-        engine = LocalEngine(
-            model,
-            pad_token_id=pad,
-            precision=stage.engine_precision,
-            max_batch=max(64, stage.workers * stage.group_size),
-        )
-        workers = LocalWorkers(orch, engine, tok, stage.agent(), stage.workers, pool_cfgs=pool_cfgs)
-    kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
-    pool = _swarm_pool(ctx, stage, kinds)
-    if pool is not None:
-        from arcforge.rollout.swarm import swarm_env_maker
-
-        clock = lambda: orch.version * stage.sync_every  # noqa: E731  (trainer steps done)
-        swarm = {"make": swarm_env_maker(pool, stage.swarm.budget(), stage.swarm.reward(), clock)}
-    for svc in _services(stage, kinds, world, swarm if pool is not None else None):
-        orch.register(svc)
-    probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
-    try:
+            init_ray(stage.ray_address, num_cpus=None)
+            workers = RayWorkers(
+                orch,
+                model,
+                tok,
+                stage.agent(),
+                stage.workers,
+                pad_token_id=pad,
+                precision=stage.engine_precision,
+                pool_cfgs=pool_cfgs,
+            )
+        else:
+            batch = max(64, stage.workers * stage.group_size)
+            engine = stack.enter_context(
+                rollout_engine(stage.engine, model, pad, stage.engine_precision, batch)
+            )
+            workers = LocalWorkers(
+                orch, engine, tok, stage.agent(), stage.workers, pool_cfgs=pool_cfgs
+            )
+        kinds = sorted({t.kind for tasks in pools.values() for t in tasks})
+        pool = _swarm_pool(ctx, stage, kinds)
+        swarm = None
+        if pool is not None:
+            stack.callback(pool.close)
+            clock = lambda: orch.version * stage.sync_every  # noqa: E731  (trainer steps done)
+            make = swarm_env_maker(pool, stage.swarm.budget(), stage.swarm.reward(), clock)
+            swarm = {"make": make}
+        for svc in _services(stage, kinds, world, swarm):
+            orch.register(svc)
+        probe = make_probe(ctx, stage, pad, n_pos or stage.context_budget) if stage.probe else None
         rows = train_async_rl(
             model,
             orch,
@@ -216,9 +330,6 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             probe=probe,
             temperatures=temps if pool_cfgs else None,
         )
-    finally:
-        if pool is not None:
-            pool.close()
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

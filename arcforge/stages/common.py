@@ -1,4 +1,8 @@
-"""Shared stage plumbing: the world, the tokenizer, `world:` sources and the starting model.
+"""Shared stage plumbing: the run context, the world, the tokenizer, `world:` sources and the
+starting model.
+
+`RunContext` is what every stage runner gets: the run config, the run dir and the lazily built
+world and tokenizer.
 
 `prepare_world` / `prepare_tokenizer` run once per run (cached in RUN_DIR/world and
 RUN_DIR/tokenizer). `world:` sources resolve through `world_records`; `model_for_stage` gives a
@@ -7,15 +11,18 @@ stage its starting weights (the init checkpoint, the user's local HF model, or a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from arcforge.config import RunCfg
+from arcforge.config import BaseRunCfg, EngineCfg, StageCfg
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import repo_sequence, synthetic_long_doc
 from arcforge.data.sources import Record, register_world_resolver
-from arcforge.device import run_device
+from arcforge.device import run_device, set_run_device
 from arcforge.errors import ConfigError, UserError
 from arcforge.model.checkpoint import (
     init_model,
@@ -25,12 +32,58 @@ from arcforge.model.checkpoint import (
 from arcforge.model.presets import build_config
 from arcforge.model.prime import copy_config_fields, init_for_copying
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from arcforge.pipeline import RunContext
+from arcforge.rollout.engine import Engine, make_engine
+
+
+@dataclass
+class RunContext:
+    """What every stage runner gets: the config, the run dir, the lazily built world/tokenizer."""
+
+    cfg: BaseRunCfg  # an arcforge.run_config.RunCfg: its stages are typed by kind
+    run_dir: Path
+    _world: object | None = field(default=None, repr=False)
+    _tokenizer: object | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        set_run_device(self.cfg.device)  # every model this run opens goes there
+
+    @property
+    def world(self):  # -> arcforge.world.World
+        if self._world is None:
+            self._world = prepare_world(self)
+        return self._world
+
+    @property
+    def tokenizer(self):  # -> PreTrainedTokenizerFast
+        if self._tokenizer is None:
+            self._tokenizer = prepare_tokenizer(self)
+        return self._tokenizer
+
+    def stage_dir(self, name: str) -> Path:
+        return self.run_dir / name
+
+    def checkpoint(self, name: str) -> Path:
+        return self.run_dir / name / "checkpoint"
+
+    def init_checkpoint(self, stage: StageCfg) -> Path | None:
+        """The checkpoint a stage starts from: `init`, else the previous stage, else none."""
+        names = [s.name for s in self.cfg.stages]
+        i = names.index(stage.name)
+        src = stage.init or (names[i - 1] if i > 0 else None)
+        if src is None:
+            return None
+        ck = self.checkpoint(src)
+        if not (ck / "config.json").exists():
+            raise UserError(
+                f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet"
+            )
+        return ck
+
 
 # ---- world and tokenizer -------------------------------------------------------------------
 
 
-def world_config_from_cfg(cfg: RunCfg):  # -> arcforge.world.WorldConfig
+def world_config_from_cfg(cfg: BaseRunCfg):  # -> arcforge.world.WorldConfig
     """The WorldConfig a run config asks for (`world.seed`, `world.scale`, `world.options`)."""
     from arcforge.world import WorldConfig
 
@@ -46,7 +99,7 @@ def world_config_from_cfg(cfg: RunCfg):  # -> arcforge.world.WorldConfig
         raise ConfigError(f"world.options: {err}") from None
 
 
-def build_world_from_cfg(cfg: RunCfg):
+def build_world_from_cfg(cfg: BaseRunCfg):
     from arcforge.world import build_world
 
     return build_world(world_config_from_cfg(cfg))
@@ -136,6 +189,72 @@ def episode_records(world, ctx: RunContext | None, suite: str, split: str | None
     ]
 
 
+def swarm_episode_records(world, ctx: RunContext | None, split: str | None) -> list[Record]:
+    """`world:episodes/swarm`: the scripted orchestrator's verified episodes over the scripted
+    search subagents (arcforge.synth.swarm_episodes) on TRAIN wide tasks, generated once per
+    run and cached in RUN_DIR/world/episodes/swarm.jsonl (count: world.options.episodes.swarm,
+    times world.scale). The orchestrator gets the eval's turn budget, four times its reply
+    length (its first reply assigns every item) and the model's context."""
+    import json
+    from dataclasses import asdict
+
+    from arcforge.rollout.agent import AgentConfig
+    from arcforge.synth.episodes import EpisodeDemo
+    from arcforge.synth.swarm_episodes import swarm_episodes
+
+    if split not in (None, "train"):
+        raise ConfigError(
+            f"world:episodes/swarm:{split}: expert episodes come from train tasks only"
+        )
+    if ctx is None:
+        raise ConfigError("world:episodes/swarm needs a run (its tokenizer and run dir)")
+    wc, ev = world.config, ctx.cfg.eval
+    n = wc.n(wc.episodes.swarm, 0)
+    if n <= 0:
+        raise ConfigError(
+            "world:episodes/swarm: world.options.episodes.swarm is 0; set how many to record"
+        )
+    budget = ctx.cfg.model.max_position_embeddings
+    cfg = AgentConfig(
+        max_turns=ev.max_turns,
+        max_new_tokens=min(4 * ev.max_new_tokens, budget // 2),
+        context_budget=budget,
+    )
+    sub = AgentConfig(
+        max_turns=ev.max_turns, max_new_tokens=ev.max_new_tokens, context_budget=budget
+    )
+    key = {"n": n, "seed": wc.seed, "orchestrator": asdict(cfg), "subagent": asdict(sub)}
+    cache = ctx.run_dir / "world" / "episodes"
+    meta_path, data_path = cache / "swarm.json", cache / "swarm.jsonl"
+    if meta_path.exists() and json.loads(meta_path.read_text()).get("key") == key:
+        lines = data_path.read_text().splitlines()
+        demos = [EpisodeDemo.from_dict(json.loads(ln)) for ln in lines if ln.strip()]
+    else:
+        demos, stats = swarm_episodes(world, ctx.tokenizer, n, cfg, sub)
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = data_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in demos))
+        tmp.replace(data_path)
+        meta_path.write_text(json.dumps({"key": key, "stats": stats}, indent=1))
+        print(
+            f"[world] expert episodes swarm: {stats['episodes_kept']}/{stats['episodes']} "
+            f"kept, rejected {stats['rejected']}"
+        )
+    return [
+        Record(
+            messages=d.messages,
+            origin=f"world:episodes#{d.id}",
+            meta={
+                "tools": [t.name for t in d.tools],
+                "mode": d.mode,
+                "kind": d.kind,
+                "tool_schemas": [t.schema()["function"] for t in d.tools],
+            },
+        )
+        for d in demos
+    ]
+
+
 def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
     """`world:<suite>:unseen`: the suite's TRAIN tasks that no SFT demo (`world:sft`) and no
     expert episode (`world:episodes`) of the run shows. RL on tasks SFT showed in the same
@@ -162,8 +281,19 @@ def world_records(
 ) -> list[Record]:
     """Resolve `world:<suite>[:split]` into records (`ctx`: the run, for `world:episodes` and
     the `unseen` split of a task suite)."""
+    if suite == "episodes/swarm":
+        return swarm_episode_records(world, ctx, split)
     if suite == "episodes" or suite.startswith("episodes/"):
         return episode_records(world, ctx, suite, split)
+    if suite == "swarm":  # wide search tasks for the orchestrator (arcforge.world.swarm)
+        from arcforge.data.sources import record_from_task
+        from arcforge.world.swarm import swarm_tasks
+
+        try:
+            tasks = swarm_tasks(world, split or "train")
+        except ValueError as err:
+            raise ConfigError(f"world:swarm:{split}: {err}") from None
+        return [record_from_task(t, f"world:swarm#{t.id}") for t in tasks]
     if suite in ("corpus", "heldout"):
         docs = world.corpus() if suite == "corpus" else world.heldout_corpus()
         return [Record(text=d.text, origin=f"world:{suite}#{d.id}") for d in docs]
@@ -282,10 +412,10 @@ def prepare_tokenizer(ctx: RunContext):
     return tok
 
 
-# ---- model ---------------------------------------------------------------------------------
+# ---- model and rollout engine --------------------------------------------------------------
 
 
-def model_for_stage(ctx: RunContext, stage) -> torch.nn.Module:
+def model_for_stage(ctx: RunContext, stage: StageCfg) -> torch.nn.Module:
     """The stage's starting model: its init checkpoint, the user's model.path, or a preset."""
     ckpt = ctx.init_checkpoint(stage)
     if ckpt is not None:
@@ -311,3 +441,18 @@ def model_for_stage(ctx: RunContext, stage) -> torch.nn.Module:
     if m.prime_induction:
         init_for_copying(model, seed=m.seed)
     return model.to(run_device())
+
+
+@contextmanager
+def rollout_engine(
+    cfg: EngineCfg, model: torch.nn.Module, pad_id: int, precision: str, max_batch: int
+) -> Iterator[Engine]:
+    """An RL stage's rollout engine (its `engine:`, through `make_engine`) holding `model`'s
+    weights, closed on exit (a vLLM server it started stops with it)."""
+    engine = make_engine(cfg, model, pad_token_id=pad_id, precision=precision, max_batch=max_batch)
+    try:
+        yield engine
+    finally:
+        close = getattr(engine, "close", None)  # the LocalEngine holds nothing to release
+        if close is not None:
+            close()

@@ -1,4 +1,5 @@
-"""Distillation stage runner: teacher checkpoints + their sources → `train_distill` → checkpoint.
+"""The distillation stage: its config (`DistillStageCfg`) and runner, teacher checkpoints +
+their sources → `train_distill` (the student rolls out on the stage's `engine:`) → checkpoint.
 
 A teacher's `checkpoint` is a stage name of this run (its `checkpoint/` dir) or a path to any
 checkpoint dir written with the same tokenizer. Each teacher's prompts come from its own sources
@@ -13,21 +14,59 @@ Math and chat prompts are one user turn.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from arcforge.config import STAGE_CONFIGS
+from pydantic import Field, model_validator
+
+from arcforge.config import (
+    EngineCfg,
+    LossCfg,
+    OptimCfg,
+    SourceCfg,
+    StageCfg,
+    Strict,
+    no_reference_kl,
+)
 from arcforge.data.sources import Record
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import load_model, save_checkpoint
-from arcforge.pipeline import RunContext, register_stage
 from arcforge.rollout.agent import AgentConfig, first_prompt_ids
-from arcforge.rollout.engine import LocalEngine
-from arcforge.stages.common import model_for_stage
+from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
 from arcforge.stages.rl import load_prompt_records
-from arcforge.train.distill import DistillStageCfg, Teacher, train_distill
+from arcforge.train.distill import Teacher, train_distill
 from arcforge.train.rl import RLPrompt, prompt_from_record, stop_token_ids
 
-STAGE_CONFIGS["distill"] = DistillStageCfg
+
+class TeacherCfg(Strict):
+    """A teacher: a stage name of this run (or a checkpoint dir) and the sources it owns."""
+
+    checkpoint: str
+    sources: list[SourceCfg]
+    ratio: float = Field(1.0, gt=0)
+
+
+class DistillStageCfg(LossCfg, StageCfg):
+    """On-policy distillation from earlier stage checkpoints (group size 1); the loss fields
+    are `LossCfg`'s (the IS trust region [1 - clip_low, 1 + clip_high])."""
+
+    kind: Literal["distill"]
+    teachers: list[TeacherCfg] = Field(min_length=1)
+    steps: int = Field(100, gt=0)
+    prompts_per_step: int = Field(32, gt=0)
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int = Field(96, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+    # against the rollout logprobs: this trainer recomputes no old-policy logprobs
+    loss: Literal["double_sided_is"] = "double_sided_is"
+    icepop_beta: float | None = Field(None, gt=1)  # not read by double_sided_is
+    engine: EngineCfg = EngineCfg()  # the student's rollout engine
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    thinking: bool = True
+
+    @model_validator(mode="after")
+    def _no_kl(self) -> DistillStageCfg:
+        return no_reference_kl(self, "distillation")
 
 
 def teacher_dir(ctx: RunContext, ref: str) -> Path:
@@ -64,7 +103,6 @@ def teacher_prompts(records: list[Record], tokenizer, thinking: bool, world) -> 
     return out
 
 
-@register_stage("distill")
 def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
@@ -81,22 +119,18 @@ def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dic
             )
         )
     pad = tok.pad_token_id or 0
-    engine = LocalEngine(
-        student,
-        pad_token_id=pad,
-        precision=stage.engine_precision,
-        max_batch=max(64, stage.prompts_per_step),
-    )
-    rows = train_distill(
-        student,
-        engine,
-        teachers,
-        stage,
-        out,
-        pad_id=pad,
-        stop_ids=stop_token_ids(tok),
-        desc=f"distill {stage.name}",
-    )
+    batch = max(64, stage.prompts_per_step)
+    with rollout_engine(stage.engine, student, pad, stage.engine_precision, batch) as engine:
+        rows = train_distill(
+            student,
+            engine,
+            teachers,
+            stage,
+            out,
+            pad_id=pad,
+            stop_ids=stop_token_ids(tok),
+            desc=f"distill {stage.name}",
+        )
     save_checkpoint(student, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     return {

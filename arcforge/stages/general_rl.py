@@ -1,4 +1,5 @@
-"""General-RL stage runner: chat/instruction prompts + anchors -> hybrid reward -> `train_rl`.
+"""The general-RL stage: its config (`GeneralRLStageCfg`) and runner, chat/instruction
+prompts + anchors -> hybrid reward -> `train_rl`.
 
 Order of work: the starting policy (previous stage's checkpoint); the ORM (a saved one from
 `orm.path`, else trained from the starting checkpoint on `orm.train.sources` into
@@ -13,29 +14,73 @@ import copy
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Literal
 
-from arcforge.config import STAGE_CONFIGS
+from pydantic import Field
+
+from arcforge.config import SourceCfg, Strict
 from arcforge.model.checkpoint import save_checkpoint
-from arcforge.pipeline import RunContext, register_stage
 from arcforge.rewards.anchors import anchor_tasks
-from arcforge.rewards.hybrid import HybridReward
+from arcforge.rewards.hybrid import HybridCfg, HybridReward
 from arcforge.rewards.orm import RewardModel
-from arcforge.rollout.engine import LocalEngine
-from arcforge.stages.common import model_for_stage
-from arcforge.stages.rl import load_prompt_records
+from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.stages.rl import RLStageCfg, load_prompt_records
 from arcforge.train.general_rl import (
     AnchorEngine,
-    GeneralRLStageCfg,
     anchor_prompts,
     anchor_reply_ids,
     hybrid_scorer,
     mix_anchors,
 )
 from arcforge.train.loop import find_state, read_rows
-from arcforge.train.reward_model import load_pairs, pairs_from_records, train_reward_model
+from arcforge.train.reward_model import (
+    RewardModelCfg,
+    load_pairs,
+    pairs_from_records,
+    train_reward_model,
+)
 from arcforge.train.rl import prompt_from_record, stop_token_ids, train_rl
 
-STAGE_CONFIGS["general_rl"] = GeneralRLStageCfg
+
+class OrmCfg(Strict):
+    """The ORM term: a saved reward model (`path`), else one trained at stage start (`train`)."""
+
+    path: str | None = None
+    train: RewardModelCfg | None = RewardModelCfg()
+
+
+class GrmCfg(Strict):
+    """The GRM term: an LLM judge at any OpenAI-compatible endpoint."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None = "OPENAI_API_KEY"
+    k: int = Field(3, ge=1)
+    retries: int = Field(2, ge=0)
+    temperature: float = Field(0.7, ge=0)
+    max_tokens: int = Field(256, gt=0)
+    timeout: float = Field(60.0, gt=0)
+    workers: int = Field(4, ge=1)
+
+
+class AnchorCfg(Strict):
+    """Human-written anchors: a share of the prompt pool, one human answer per anchor group."""
+
+    enabled: bool = True
+    path: str | None = None  # JSONL of anchors; default: the package's anchors.jsonl
+    weight: float = Field(0.1, ge=0, lt=1)  # share of the prompt pool that is anchor prompts
+
+
+class GeneralRLStageCfg(RLStageCfg):
+    """General RL: chat/instruction tasks, hybrid reward, human anchors (the rl stage's
+    settings otherwise)."""
+
+    kind: Literal["general_rl"]  # type: ignore[assignment]
+    sources: list[SourceCfg] = [SourceCfg(source="world:chat")]
+    reward: HybridCfg = HybridCfg()
+    orm: OrmCfg | None = OrmCfg()
+    grm: GrmCfg | None = None
+    anchors: AnchorCfg = AnchorCfg()
 
 
 def stage_orm(stage: GeneralRLStageCfg, policy, tokenizer, out: Path) -> RewardModel | None:
@@ -102,7 +147,6 @@ def _sum_log(path: Path) -> Counter:
     return total
 
 
-@register_stage("general_rl")
 def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
@@ -113,35 +157,32 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
     tools = ctx.world.tools()  # prompts of tasks that name tools offer them (the tool route)
     prompts = [prompt_from_record(r, tok, stage.thinking, tools) for r in records]
     pad = tok.pad_token_id or 0
-    engine = LocalEngine(
-        model,
-        pad_token_id=pad,
-        precision=stage.engine_precision,
-        max_batch=max(64, stage.prompts_per_step * stage.group_size),
-    )
-    n_anchor = 0
-    if stage.anchors.enabled:
-        anchors = anchor_prompts(tok, anchor_tasks(stage.anchors.path), stage.thinking)
-        n_anchor = len(anchors)
-        prompts = mix_anchors(prompts, anchors, stage.anchors.weight)
-        replies = {
-            tuple(a.ids): anchor_reply_ids(tok, a.task.metadata["anchor"], stage.thinking)
-            for a in anchors
-        }
-        engine = AnchorEngine(engine, model, replies)
-    log = out / "reward.jsonl"
-    trim_reward_log(out)
-    rows = train_rl(
-        model,
-        engine,
-        prompts,
-        hybrid_scorer(tok, hybrid, log, tools),
-        stage,
-        out,
-        pad_id=pad,
-        stop_ids=stop_token_ids(tok),
-        desc=f"general_rl {stage.name}",
-    )
+    batch = max(64, stage.prompts_per_step * stage.group_size)
+    with rollout_engine(stage.engine, model, pad, stage.engine_precision, batch) as sampler:
+        engine = sampler
+        n_anchor = 0
+        if stage.anchors.enabled:
+            anchors = anchor_prompts(tok, anchor_tasks(stage.anchors.path), stage.thinking)
+            n_anchor = len(anchors)
+            prompts = mix_anchors(prompts, anchors, stage.anchors.weight)
+            replies = {
+                tuple(a.ids): anchor_reply_ids(tok, a.task.metadata["anchor"], stage.thinking)
+                for a in anchors
+            }
+            engine = AnchorEngine(sampler, model, replies)
+        log = out / "reward.jsonl"
+        trim_reward_log(out)
+        rows = train_rl(
+            model,
+            engine,
+            prompts,
+            hybrid_scorer(tok, hybrid, log, tools),
+            stage,
+            out,
+            pad_id=pad,
+            stop_ids=stop_token_ids(tok),
+            desc=f"general_rl {stage.name}",
+        )
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

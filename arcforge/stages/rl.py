@@ -1,4 +1,6 @@
-"""Reasoning-RL stage runner: sources → chat prompts → `train_rl` on a LocalEngine → checkpoint.
+"""The reasoning-RL stage: its config (`RLStageCfg`) and runner, sources → chat prompts →
+`train_rl` on the stage's rollout engine (`engine:`, the in-process LocalEngine by default) →
+checkpoint.
 
 Sources are the usual specs (`world:reasoning`, `jsonl:...`) plus `reasoning_gym:<name>`;
 records from several sources are mixed by weight. Prompts are rendered with the chat template
@@ -8,24 +10,41 @@ records from several sources are mixed by weight. Prompts are rendered with the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from arcforge.config import STAGE_CONFIGS, SourceCfg
+from pydantic import Field
+
+from arcforge.config import EngineCfg, LossCfg, OptimCfg, SourceCfg, StageCfg
 from arcforge.data.reasoning_gym import is_reasoning_gym, load_reasoning_gym
 from arcforge.data.sources import Record, load_records, mix
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import save_checkpoint
-from arcforge.pipeline import RunContext, register_stage
-from arcforge.rollout.engine import LocalEngine
-from arcforge.stages.common import model_for_stage
-from arcforge.train.rl import (
-    RLStageCfg,
-    prompt_from_record,
-    stop_token_ids,
-    text_scorer,
-    train_rl,
-)
+from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.train.rl import prompt_from_record, stop_token_ids, text_scorer, train_rl
 
-STAGE_CONFIGS["rl"] = RLStageCfg
+
+class RLStageCfg(LossCfg, StageCfg):
+    """Reasoning RL on verifiable rewards (GRPO + IcePop); the loss fields are `LossCfg`'s."""
+
+    kind: Literal["rl"]
+    sources: list[SourceCfg]
+    steps: int = Field(100, gt=0)
+    prompts_per_step: int = Field(16, gt=0)
+    group_size: int = Field(8, ge=2)
+    temperature: float = Field(0.7, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(96, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+    baseline: Literal["mean", "leave_one_out"] = "mean"
+    std_normalize: bool = False
+    engine: EngineCfg = EngineCfg()  # the rollout engine (arcforge.rollout.engine.make_engine)
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    max_refill_tries: int = Field(2, ge=0)
+    thinking: bool = True  # render prompts with the thinking switch on
+    # difficulty filter: keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are
+    # kept). RL only learns where the policy is partly right (a group of all-0 rewards has no
+    # advantage), so the pool is cut to the band the starting checkpoint can partly solve.
+    difficulty: tuple[float, float] | None = None
 
 
 def in_band(record: Record, band: tuple[float, float] | None) -> bool:
@@ -55,7 +74,6 @@ def load_prompt_records(
     return mix(pools, sum(len(r) for _, r in pools), seed)
 
 
-@register_stage("rl")
 def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
@@ -63,23 +81,19 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     records = load_prompt_records(stage.sources, stage.seed, stage.name, stage.difficulty)
     prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
     pad = tok.pad_token_id or 0
-    engine = LocalEngine(
-        model,
-        pad_token_id=pad,
-        precision=stage.engine_precision,
-        max_batch=max(64, stage.prompts_per_step * stage.group_size),
-    )
-    rows = train_rl(
-        model,
-        engine,
-        prompts,
-        text_scorer(tok),
-        stage,
-        out,
-        pad_id=pad,
-        stop_ids=stop_token_ids(tok),
-        desc=f"rl {stage.name}",
-    )
+    batch = max(64, stage.prompts_per_step * stage.group_size)
+    with rollout_engine(stage.engine, model, pad, stage.engine_precision, batch) as engine:
+        rows = train_rl(
+            model,
+            engine,
+            prompts,
+            text_scorer(tok),
+            stage,
+            out,
+            pad_id=pad,
+            stop_ids=stop_token_ids(tok),
+            desc=f"rl {stage.name}",
+        )
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)
     mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731

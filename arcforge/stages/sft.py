@@ -1,19 +1,36 @@
-"""SFT stage runner: sources → conversations → chat-template encoding → `train_sft`."""
+"""The SFT stage: its config (`SFTStageCfg`) and runner, sources → conversations →
+chat-template encoding → `train_sft`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from arcforge.config import SFTStageCfg
+from pydantic import Field
+
+from arcforge.config import OptimCfg, SourceCfg, StageCfg
 from arcforge.data.sources import load_records
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import save_checkpoint
-from arcforge.pipeline import RunContext, register_stage
-from arcforge.stages.common import model_for_stage
+from arcforge.stages.common import RunContext, model_for_stage
 from arcforge.train.sft import Conversation, encode_conversations, train_sft
 from arcforge.types import Message, Tool
 
-# ---- SFT -----------------------------------------------------------------------------------
+
+class SFTStageCfg(StageCfg):
+    """Supervised fine-tuning on message lists with the chat template's loss mask."""
+
+    kind: Literal["sft"]
+    sources: list[SourceCfg]
+    max_len: int = Field(512, gt=8)
+    batch_size: int = Field(16, gt=0)
+    epochs: float = Field(3.0, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-3, warmup_steps=10)
+    precision: Literal["fp32", "bf16"] = "fp32"  # as in LMStageCfg
+    preserve_thinking: bool = False
+
+
+# ---- the runner ----------------------------------------------------------------------------
 
 
 def _tools(schemas: list, origin: str) -> list[Tool]:
@@ -51,7 +68,6 @@ def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
     return convs
 
 
-@register_stage("sft")
 def run_sft_stage(ctx: RunContext, stage: SFTStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     model = model_for_stage(ctx, stage)

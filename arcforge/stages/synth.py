@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from arcforge.config import STAGE_CONFIGS, StageCfg, Strict
-from arcforge.pipeline import RunContext, register_stage
+from arcforge.config import StageCfg, Strict
+from arcforge.stages.common import RunContext
 
 
 class SynthLLMCfg(Strict):
@@ -78,9 +78,6 @@ class SynthStageCfg(StageCfg):
     llm: SynthLLMCfg = SynthLLMCfg()
 
 
-STAGE_CONFIGS["synth"] = SynthStageCfg
-
-
 def _counts(summary: dict[str, Any], dropped: bool = False) -> dict[str, dict[str, Any]]:
     """A pipeline summary's per-step counts: {step: {"in", "out"[, "dropped"]}}."""
     steps = summary["steps"]
@@ -92,9 +89,9 @@ def _counts(summary: dict[str, Any], dropped: bool = False) -> dict[str, dict[st
 def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
     from dataclasses import replace
 
-    from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
     from arcforge.synth.export import load_tasks
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
+    from arcforge.world.pysource import WORLD_SWE_TOOLS
 
     tasks, counts = [], {}
     cfg = SWESynthConfig(
@@ -227,7 +224,6 @@ def _abe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str
     return {"kept": summary["kept"], "scenarios": summary["scenarios"], "steps": _counts(summary)}
 
 
-@register_stage("synth")
 def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[str, Any]:
     from arcforge.synth.export import export_rl_pool
 

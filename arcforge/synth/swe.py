@@ -1,12 +1,19 @@
 """SWE task synthesis: executable bug-fix instances from a local git repository.
 
-Two routes, both ending in SWE-bench-compatible instances that SWEEnv / check-task load
-(`instance_id, repo, base_commit, patch, test_patch, problem_statement, FAIL_TO_PASS,
-PASS_TO_PASS, created_at, repo_path`):
+Two routes, both ending in instances in SWE-bench's schema (swe_meta: `repo` as owner/name,
+a real `version`, FAIL_TO_PASS / PASS_TO_PASS as JSON-encoded lists, `environment_setup_commit`,
+the harness fields of swebench 5) plus `repo_path` and `install`, which SWEEnv / `env check`
+use to grade them:
 
-1. Issue-PR: fix commits that change both code and tests (swe_git.fix_commits), or SWE-bench
-   style records given as JSONL (base_commit / patch / test_patch). The diff is split by path
-   into the code `patch` and the `test_patch`; the test files of the test patch run in the
+1. Issue-PR: one fix commit (`commits=[sha]`, base = its first parent), every commit of a
+   range, fix commits that change both code and tests among the newest ones
+   (swe_git.fix_commits), or SWE-bench style records given as JSONL (base_commit / patch /
+   test_patch). A packaged repository gets an environment per `environment_setup_commit`
+   (the newest base commit of the candidates sharing a version, as SWE-bench groups them;
+   swe_venv: `pip install -e .[test extras]`, test requirements, or the user's command). A
+   test patch that changes only shared helpers runs the test files that use them
+   (swe_meta.helper_test_files); dropped candidates keep pytest's output in drops.jsonl.
+   The diff is split by path into the code `patch` and the `test_patch`; the test files run in the
    sandbox at base, base + test_patch and base + test_patch + patch, `runs` times each
    (swe_validate): flaky tests are dropped, FAIL_TO_PASS / PASS_TO_PASS derived, and an
    instance with no FAIL_TO_PASS is dropped. The problem statement is the record's issue text
@@ -22,20 +29,31 @@ Both run as synth pipelines (resumable, parallel, counted in summary.json).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arcforge.envs.swe_venv import (
+    EnvBuildError,
+    InstallSpec,
+    RepoEnv,
+    ensure_env,
+    env_summary,
+    needs_install,
+)
 from arcforge.errors import UserError
 from arcforge.llm import LLMClient, LLMError
 from arcforge.synth import swe_git as G
+from arcforge.synth import swe_meta as M
 from arcforge.synth.pipeline import Drop, Pipeline, Record, Step
 from arcforge.synth.swe_bugs import apply_mutation, find_mutations, pick_mutations
-from arcforge.synth.swe_validate import classify, collect_ids, failure_lines, run_state
+from arcforge.synth.swe_meta import clear_outputs, write_drops, write_instances
+from arcforge.synth.swe_validate import classify, collect, failure_lines, run_state
 
 STATEMENT_PROMPT = (
     "Rewrite the following change description as a GitHub issue a user would file: describe the "
@@ -55,6 +73,11 @@ class SWESynthConfig:
     workers: candidates validated in parallel.
     llm: rewrites problem statements when set.
     max_commits: newest commits scanned. max_bugs: mutants tried. seed: mutant choice.
+    commits: explicit candidate commits (one fix commit, or every commit of a range);
+        None scans the newest `max_commits`.
+    install: how environments are installed (swe_venv.InstallSpec).
+    repo_name: `owner/name` (None: from the git remote).
+    retry_failed_installs: install again where a cached install failed (set by `fresh`).
     """
 
     runs: int = 3
@@ -65,29 +88,46 @@ class SWESynthConfig:
     max_commits: int = 200
     max_bugs: int = 20
     seed: int = 0
+    commits: list[str] | None = None
+    install: InstallSpec = field(default_factory=InstallSpec)
+    repo_name: str | None = None
+    retry_failed_installs: bool = False
 
 
 def _repo_name(repo: Path) -> str:
     return re.sub(r"[^\w.-]", "_", repo.resolve().name)
 
 
-def commit_seeds(repo: Path, max_commits: int = 200) -> list[Record]:
-    """One record per fix commit (code + tests) of `repo`."""
-    name = _repo_name(repo)
+def commit_seeds(repo: Path, cfg: SWESynthConfig) -> list[Record]:
+    """One record per candidate commit: `cfg.commits`, else the fix commits (code + tests) among
+    the newest `cfg.max_commits`. Ids are SWE-bench's `owner__name-N`."""
+    slug = M.repo_slug(repo, cfg.repo_name)
+    if cfg.commits is not None:
+        cands = [G.commit_info(repo, sha) for sha in cfg.commits]
+    else:
+        cands = G.fix_commits(repo, max_count=cfg.max_commits)
+    prs = [M.pr_number(fc.message) for fc in cands]
+    version = {fc.base: M.package_version(repo, fc.base) for fc in cands}
+    setup = {version[fc.base]: fc.base for fc in cands}  # oldest first: the newest base wins
     out = []
-    for fc in G.fix_commits(repo, max_count=max_commits):
+    for fc, pr in zip(cands, prs, strict=True):
+        n = pr if pr and prs.count(pr) == 1 else fc.sha[:12]
         patch, tpatch = G.split_diff(repo, fc.base, fc.sha)
         out.append(
             Record(
-                f"{name}__{fc.sha[:12]}",
+                M.instance_id(slug, n),
                 {
-                    "repo": name,
+                    "repo": slug,
                     "repo_path": str(repo.resolve()),
                     "base_commit": fc.base,
                     "patch": patch,
                     "test_patch": tpatch,
                     "problem_statement": fc.message,
+                    "hints_text": "",
                     "created_at": fc.date,
+                    "version": version[fc.base],
+                    "environment_setup_commit": setup[version[fc.base]],
+                    "install": cfg.install.to_dict(),
                     "route": "commit",
                     "commit": fc.sha,
                 },
@@ -111,8 +151,11 @@ def record_seeds(jsonl: Path, repo: Path) -> list[Record]:
             raise UserError(f"{jsonl}:{n}: SWE-bench record lacks {', '.join(missing)}")
         data = {
             **rec,
-            "repo": rec.get("repo") or _repo_name(repo),
+            "repo": rec.get("repo") or M.repo_slug(repo),
             "repo_path": str(repo.resolve()),
+            "version": rec.get("version") or M.package_version(repo, rec["base_commit"]),
+            "environment_setup_commit": rec.get("environment_setup_commit") or rec["base_commit"],
+            "install": rec.get("install") or InstallSpec().to_dict(),
             "route": "record",
             "problem_statement": rec.get("problem_statement") or "",
         }
@@ -120,12 +163,26 @@ def record_seeds(jsonl: Path, repo: Path) -> list[Record]:
     return out
 
 
+def _env(d: dict[str, Any], tree: Path, retry: bool = False) -> RepoEnv | None:
+    """The environment a candidate's tests run under (None: the host's pytest), or Drop.
+    `retry`: install again where an earlier install failed (a --fresh run)."""
+    spec = InstallSpec.from_dict(d.get("install"))
+    if not needs_install(tree, spec):
+        return None
+    try:
+        return ensure_env(d["repo_path"], d["environment_setup_commit"], spec, retry=retry)
+    except EnvBuildError as err:
+        raise Drop(f"install failed: {err}", err.log[-8000:]) from None
+
+
 def _validate(rec: Record, cfg: SWESynthConfig) -> Record:
     """Build the three states, run the tests, keep the instance when it has F2P tests."""
     d = rec.data
-    tests = [f for f in G.patch_files(d["test_patch"]) if f.endswith(".py")]
-    if not tests:
+    changed = [f for f in G.patch_files(d["test_patch"]) if f.endswith(".py")]
+    if not changed:
         raise Drop("no test files in test_patch")
+    if not d["patch"].strip():
+        raise Drop("no code change besides the tests")
     tmp = Path(tempfile.mkdtemp(prefix="arcforge-swe-synth-"))
     try:
         base = G.export_tree(d["repo_path"], d["base_commit"], tmp / "base")
@@ -135,23 +192,40 @@ def _validate(rec: Record, cfg: SWESynthConfig) -> Record:
         after = shutil.copytree(before, tmp / "after", symlinks=True)
         if err := G.apply_patch(after, d["patch"]):
             raise Drop("patch does not apply", err)
-        return _run_states(rec, tests, after, before, base, cfg)
+        tests = M.helper_test_files(after, changed)
+        if not tests:
+            raise Drop("no test file uses the changed test helpers", ", ".join(changed))
+        env = _env(d, base, cfg.retry_failed_installs)
+        out = _run_states(rec, tests, after, before, base, cfg, env)
+        return Record(out.id, {**out.data, "test_files": tests, "env": env_summary(env)})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _run_states(
-    rec: Record, tests: list[str], after: Path, before: Path, base: Path | None, cfg: SWESynthConfig
+    rec: Record,
+    tests: list[str],
+    after: Path,
+    before: Path,
+    base: Path | None,
+    cfg: SWESynthConfig,
+    env: RepoEnv | None = None,
 ) -> Record:
-    ids = collect_ids(after, tests, cfg.backend, cfg.timeout)
+    ids, output = collect(after, tests, cfg.backend, cfg.timeout, env)
     if not ids:
-        raise Drop("no tests collected after the fix")
-    a = run_state(after, tests, ids, cfg.runs, cfg.backend, cfg.timeout)
-    b = run_state(before, tests, ids, cfg.runs, cfg.backend, cfg.timeout)
-    z = run_state(base, tests, ids, cfg.runs, cfg.backend, cfg.timeout) if base else None
+        raise Drop("no tests collected after the fix", output)
+    a = run_state(after, tests, ids, cfg.runs, cfg.backend, cfg.timeout, env)
+    b = run_state(before, tests, ids, cfg.runs, cfg.backend, cfg.timeout, env)
+    z = run_state(base, tests, ids, cfg.runs, cfg.backend, cfg.timeout, env) if base else None
     c = classify(ids, a, b, z)
     if not c.f2p:
-        raise Drop("no FAIL_TO_PASS test", f"{len(ids)} collected, {len(c.flaky)} flaky")
+        why = f"{len(ids)} collected, {len(c.flaky)} flaky"
+        if not any(a.always(i, "passed") for i in ids):
+            why += "\nno collected test passes with the fix"
+        raise Drop(
+            "no FAIL_TO_PASS test",
+            f"{why}\n--- with the fix:\n{a.output}\n--- without it:\n{b.output}",
+        )
     data = {
         **rec.data,
         "FAIL_TO_PASS": c.f2p,
@@ -222,55 +296,29 @@ def _statement(rec: Record, cfg: SWESynthConfig) -> Record:
     )
 
 
-INSTANCE_KEYS = (
-    "instance_id",
-    "repo",
-    "base_commit",
-    "patch",
-    "test_patch",
-    "problem_statement",
-    "hints_text",
-    "created_at",
-    "version",
-    "FAIL_TO_PASS",
-    "PASS_TO_PASS",
-    "environment_setup_commit",
-    "repo_path",
-)
-
-
-def to_instance(rec: Record) -> dict[str, Any]:
-    """The SWE-bench-compatible instance of a validated record (plus repo_path)."""
-    d = {
-        **rec.data,
-        "instance_id": rec.id,
-        "hints_text": rec.data.get("hints_text", ""),
-        "version": rec.data.get("version", "0"),
-        "environment_setup_commit": rec.data.get("environment_setup_commit")
-        or rec.data["base_commit"],
-    }
-    return {k: d.get(k) for k in INSTANCE_KEYS}
-
-
-def write_instances(records: list[Record], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(to_instance(r)) + "\n" for r in records))
-    return path
-
-
 def synthesize_from_repo(
-    repo: str | Path, out_dir: str | Path, cfg: SWESynthConfig, records: str | Path | None = None
+    repo: str | Path,
+    out_dir: str | Path,
+    cfg: SWESynthConfig,
+    records: str | Path | None = None,
+    fresh: bool = False,
 ) -> tuple[list[Record], Path]:
     """Route 1: fix commits of `repo` (or the SWE-bench records in `records`) -> instances.
 
-    Returns the validated records and the path of instances.jsonl (summary.json beside it)."""
+    `fresh` deletes an earlier run's journals first; otherwise candidates already decided in
+    `out_dir` are resumed (summary.json counts them). Returns the validated records and the
+    path of instances.jsonl (summary.json and drops.jsonl beside it)."""
     top = G.check_repo(repo)
-    seeds = record_seeds(Path(records), top) if records else commit_seeds(top, cfg.max_commits)
+    if fresh:
+        clear_outputs(Path(out_dir))
+        cfg = dataclasses.replace(cfg, retry_failed_installs=True)
+    seeds = record_seeds(Path(records), top) if records else commit_seeds(top, cfg)
     steps = [
         Step("validate", lambda r: _validate(r, cfg), workers=cfg.workers),
         Step("statement", lambda r: _statement(r, cfg), workers=cfg.workers),
     ]
     out = Pipeline(steps, out_dir, workers=cfg.workers, name="swe").run(seeds)
+    write_drops(Path(out_dir))
     return out, write_instances(out, Path(out_dir) / "instances.jsonl")
 
 
@@ -296,7 +344,7 @@ def bug_seeds(repo: Path, clone: Path, cfg: SWESynthConfig) -> list[Record]:
         Record(
             f"{name}__bug_{i:03d}_{m.kind}",
             {
-                "repo": name,
+                "repo": M.repo_slug(repo),
                 "repo_path": str(clone),
                 "head": head,
                 "route": "synthetic",

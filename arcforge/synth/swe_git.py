@@ -97,6 +97,40 @@ def fix_commits(
     return out
 
 
+def resolve_commit(repo: str | Path, rev: str) -> str:
+    """The full sha of `rev`, or UserError naming it."""
+    res = git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False).strip()
+    if not res:
+        raise UserError(f"--commit {rev}: no such commit in {repo}")
+    return res
+
+
+def commit_info(repo: str | Path, sha: str) -> FixCommit:
+    """One commit as a candidate: base = its first parent; code/test files split by path."""
+    parents = git(repo, "show", "-s", "--format=%P", sha).split()
+    if not parents:
+        raise UserError(f"commit {sha[:12]} is a root commit: it has no parent to use as base")
+    names = git(repo, "diff", "--name-only", "--no-renames", parents[0], sha).split()
+    msg = git(repo, "show", "-s", "--format=%B", sha).strip()
+    date = git(repo, "show", "-s", "--format=%cI", sha).strip()
+    tests = [n for n in names if is_test_path(n)]
+    code = [n for n in names if not is_test_path(n) and n.endswith(".py")]
+    return FixCommit(sha, parents[0], msg, code, tests, date)
+
+
+def range_commits(repo: str | Path, spec: str) -> list[str]:
+    """Every non-merge commit of the range `A..B` (oldest first), or UserError."""
+    if ".." not in spec:
+        raise UserError(f"--commits {spec}: expected a range A..B")
+    for end in spec.replace("...", "..").split(".."):
+        ok = git(
+            repo, "rev-parse", "--verify", "--quiet", f"{end or 'HEAD'}^{{commit}}", check=False
+        )
+        if not ok.strip():
+            raise UserError(f"--commits {spec}: {end!r} is not a commit in {repo}")
+    return git(repo, "rev-list", "--reverse", "--no-merges", spec).split()
+
+
 def split_diff(repo: str | Path, base: str, head: str) -> tuple[str, str]:
     """(patch, test_patch): the code part and the test part of `git diff base head`."""
     names = git(repo, "diff", "--name-only", "--no-renames", base, head).split()

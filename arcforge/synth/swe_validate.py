@@ -6,7 +6,9 @@ base). Node ids are collected once, in `after` (where the new tests import), the
 runs the same test files `runs` times in one sandbox, restored to its pristine snapshot before
 each run. Tests run exactly as the SWE grader runs them (`code_env.run_pytest`: isolated
 python, /workspace appended to sys.path, JUnit report in /grading), so F2P/P2P computed here
-are the ones SWEEnv will check.
+are the ones SWEEnv will check. A repository with an install (swe_venv) runs under its own
+environment, bound where the runner looks for packages; every run has `swe_limits` (memory as
+data segment, threads allowed), the limits grading uses too.
 
 A test whose status is not the same in every run of some state is flaky and is dropped.
 F2P: passed in every `after` run and in no `before` run. P2P: passed in every run of both.
@@ -18,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arcforge.envs.code_env import junit_key, run_pytest
-from arcforge.envs.sandbox import Limits
-from arcforge.envs.terminal_env import format_exec, open_task_sandbox
+from arcforge.envs.swe_venv import RepoEnv, open_env_sandbox, swe_limits
+from arcforge.envs.terminal_env import format_exec
 
 
 @dataclass
@@ -45,19 +47,31 @@ class Classified:
     collected: int
 
 
+def collect(
+    tree: Path,
+    files: list[str],
+    backend: str = "bwrap",
+    timeout: float = 300,
+    env: RepoEnv | None = None,
+) -> tuple[list[str], str]:
+    """Pytest node ids of `files` in `tree` (collect-only, in the sandbox), and pytest's output
+    (it explains an empty collection: an import error, a missing dependency)."""
+    files = [f for f in files if (tree / f).is_file()]
+    if not files:
+        return [], "none of the test files exists in this state"
+    with open_env_sandbox(backend, swe_limits(timeout), env, tree) as sb:
+        # an absolute verbosity after the repository's addopts (which may say -v): node ids
+        res = run_pytest(sb, ["--collect-only", "--verbosity=-1", *files], timeout)
+    lines = (ln.strip() for ln in res.exec.stdout.splitlines())
+    ids = [ln for ln in lines if "::" in ln and not ln.startswith(("=", "<", "ERROR"))]
+    return ids, format_exec(res.exec)[-8000:]
+
+
 def collect_ids(
     tree: Path, files: list[str], backend: str = "bwrap", timeout: float = 300
 ) -> list[str]:
     """Pytest node ids of `files` in `tree` (collect-only, in the sandbox)."""
-    files = [f for f in files if (tree / f).is_file()]
-    if not files:
-        return []
-    with open_task_sandbox(
-        backend, Limits(wall_time=timeout, memory_mb=2048), workspace=tree
-    ) as sb:
-        res = run_pytest(sb, ["--collect-only", *files], timeout)
-    lines = (ln.strip() for ln in res.exec.stdout.splitlines())
-    return [ln for ln in lines if "::" in ln and not ln.startswith(("=", "<", "ERROR"))]
+    return collect(tree, files, backend, timeout)[0]
 
 
 def run_state(
@@ -67,6 +81,7 @@ def run_state(
     runs: int = 3,
     backend: str = "bwrap",
     timeout: float = 300,
+    env: RepoEnv | None = None,
 ) -> StateRuns:
     """Run `files` `runs` times in one sandbox over `tree`; statuses of `ids` per run."""
     present = [f for f in files if (tree / f).is_file()]
@@ -74,16 +89,14 @@ def run_state(
     if not present:
         out.runs = [dict.fromkeys(ids, "missing") for _ in range(runs)]
         return out
-    with open_task_sandbox(
-        backend, Limits(wall_time=timeout, memory_mb=2048), workspace=tree
-    ) as sb:
+    with open_env_sandbox(backend, swe_limits(timeout), env, tree) as sb:
         snap = sb.snapshot()
         for i in range(runs):
             if i:
                 sb.restore(snap)
             run = run_pytest(sb, present, timeout)
             out.runs.append({n: run.status.get(junit_key(n), "missing") for n in ids})
-            out.output = format_exec(run.exec)[-6000:]
+            out.output = format_exec(run.exec)[-8000:]
     return out
 
 

@@ -42,20 +42,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Protocol
 
 import torch
-from pydantic import Field
 from safetensors.torch import load_file, save_file
 
-from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
-from arcforge.eval.stats import mean_ci
+from arcforge.config import OptimCfg
 from arcforge.progress import progress
 from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
-from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Batch, Orchestrator
-from arcforge.rollout.swarm import SwarmCfg
+from arcforge.stats import mean_ci
 from arcforge.train.loop import (
     MetricsLog,
     build_optimizer,
@@ -71,103 +68,30 @@ from arcforge.train.rollout_batch import TokenBatch, pad_trajectories
 OVERLONG = ("length", "context")
 
 
-class EnvServiceCfg(Strict):
-    """An HTTP environment service (see arcforge.rollout.envservice) started elsewhere."""
+class ProbeSettings(Protocol):
+    """What the trainer reads of a probe config (the agentic RL stage's ProbeCfg)."""
 
-    url: str
-    timeout: float = Field(600.0, gt=0)
-
-
-class AgenticSourceCfg(SourceCfg):
-    """A task source of agentic RL: SourceCfg plus the sampling temperature of its episodes."""
-
-    # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
-    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5) while others
-    # learn best at T 1.0, so a pool may sample at its own temperature. A source whose
-    # temperature differs from its kind's pool gets a pool of its own (pool_settings).
-    temperature: float | None = Field(None, gt=0)
+    every: int  # steps between probes (also at step 0 and the last step)
+    keep: str  # which probed weights the stage ends on (kept_probe)
 
 
-class AgenticRLStageCfg(StageCfg):
-    """Agentic RL on a mixture of environment task kinds, async (tau, sync_every) or sync."""
+class AsyncRLSettings(Protocol):
+    """What `train_async_rl` reads of its config (the agentic RL stage's,
+    arcforge.stages.agentic_rl), besides the `LossCfg` fields `policy_backward` reads (the
+    stage config is a LossCfg)."""
 
-    kind: Literal["agentic_rl"]
-    # task sources (world:swe, world:terminal, ...); weight = mixture share
-    sources: list[AgenticSourceCfg]
-    steps: int = Field(20, gt=0)
-    groups_per_step: int = Field(8, gt=0)
-    group_size: int = Field(4, ge=2)
-    tau: int = Field(2, ge=0)  # drop a group when version - start_version > tau
-    sync_every: int = Field(1, ge=1)  # K: trainer steps per weight push
-    reset_optimizer: bool = False  # clear Adam's moments at every push
-    workers: int = Field(4, gt=0)
-    backend: Literal["local", "ray"] = "local"
-    ray_address: str | None = None  # None: start a local Ray; "auto": join `ray start` cluster
-    services: list[EnvServiceCfg] = []  # HTTP env services; empty: in-process, one per kind
-    env_concurrency: int = Field(16, gt=0)  # episodes per in-process / Ray env service
-    mixture_tolerance: float = Field(0.05, ge=0, le=1)
-    max_retries: int = Field(2, ge=0)
-    max_pool_failures: int = Field(8, ge=1)  # a pool failing this many jobs in a row stops the run
-    # dynamic sampling (DAPO): drop a group whose episodes all got one reward and run a fresh
-    # task in its slot, at most this many times in a row per pool (0: keep every group)
-    max_refill_tries: int = Field(0, ge=0)
-    # process reward on tool tasks (ToolEnv's call_credit): a wrong answer scores this x the
-    # share of the task's reference calls the episode made; a right one scores 1 (0: exact match)
-    call_credit: float = Field(0.0, ge=0, lt=1)
-    weight_sync_timeout: float = Field(120.0, gt=0)
-    batch_timeout: float = Field(1800.0, gt=0)
-    max_turns: int = Field(6, gt=0)
-    max_new_tokens: int = Field(96, gt=0)
-    context_budget: int = Field(1024, gt=16)
-    # keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are kept): a band the
-    # policy partly solves gives groups with mixed rewards, the only ones with a gradient
-    difficulty: tuple[float, float] | None = None
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    # engine and trainer logprobs under logits / temperature: the policy gradient of the
-    # tempered policy the episodes were sampled from (False: of the T=1 policy; see
-    # arcforge.rollout.engine's header); LocalEngine only
-    tempered_logprobs: bool = False
-    # > 0: the stage ends on (and probes) a Polyak average of its weights with this decay, not
-    # the last iterate (see WeightEMA); 0: the online weights
-    weight_ema: float = Field(0.0, ge=0, lt=1)
-    loss: Literal["double_sided_is"] = "double_sided_is"
-    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"  # see RLStageCfg.loss_agg
-    clip_low: float = Field(0.2, ge=0, lt=1)  # eps_l: keep tokens with r >= 1 - eps_l
-    clip_high: float = Field(0.28, ge=0)  # eps_h: keep tokens with r <= 1 + eps_h
-    micro_batch: int = Field(16, gt=0)
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
-    probe: ProbeCfg | None = None
-    # tasks of kind "swarm": orchestrator episodes over subagents frozen at a named checkpoint
-    swarm: SwarmCfg | None = None
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
-
-    def agent(self, temperature: float | None = None) -> AgentConfig:
-        """The agent-loop config of the rollout workers (no seed: workers' calls can merge), at
-        `temperature` (None: the stage's)."""
-        temp = self.temperature if temperature is None else temperature
-        return AgentConfig(
-            max_turns=self.max_turns,
-            max_new_tokens=self.max_new_tokens,
-            context_budget=self.context_budget,
-            temperature=temp,
-            top_p=self.top_p,
-            tempered_logprobs=self.tempered_logprobs,
-        )
-
-
-class ProbeCfg(Strict):
-    """Checkpoint selection on the world's dev tasks (`World.tasks(suite, "dev")`)."""
-
-    suites: list[str] = Field(min_length=1)  # e.g. [tool, tir, terminal]
-    n: int = Field(100, gt=0)  # dev tasks per suite (at most 100 exist)
-    every: int = Field(4, gt=0)  # steps between probes (also at step 0 and the last step)
-    # which probed weights the stage ends on (kept_probe): the last step's unless its paired
-    # dev change from the best probed step is below zero beyond its 95% interval (the
-    # default), the best mean ("best"; step 0: no change), or the last step's ("last")
-    keep: Literal["last_unless_worse", "best", "last"] = "last_unless_worse"
-    max_turns: int | None = Field(None, gt=0)  # None: the eval's (what the report measures)
-    max_new_tokens: int | None = Field(None, gt=0)
+    steps: int
+    group_size: int
+    sync_every: int
+    reset_optimizer: bool
+    weight_sync_timeout: float
+    batch_timeout: float
+    temperature: float
+    tempered_logprobs: bool
+    weight_ema: float
+    probe: ProbeSettings | None
+    optim: OptimCfg
+    checkpoint_every: int
 
 
 def batch_tensors(
@@ -367,7 +291,7 @@ def train_async_rl(
     model: torch.nn.Module,
     orch: Orchestrator,
     workers: Any,
-    cfg: AgenticRLStageCfg,
+    cfg: AsyncRLSettings,
     out_dir: Path,
     *,
     pad_id: int,
@@ -384,10 +308,10 @@ def train_async_rl(
         orch: the orchestrator (tau, sync_every and the mixture are set there).
         workers: has start(), stop() and push_weights(state_dict, version, timeout).
         stop_after: stop after this many steps (state saved), to test resume.
-        probe: with `cfg.probe`, scores the model on dev tasks (see ProbeCfg); rows go to
+        probe: with `cfg.probe`, scores the model on dev tasks (see the stage's ProbeCfg); rows go to
             probe.jsonl and the model ends on the weights `cfg.probe.keep` picks (kept_probe).
         temperatures: pool -> its sampling temperature where pools sample at their own
-            (AgenticSourceCfg.temperature; the workers must sample so); with
+            (the agentic stage's per-source temperature; the workers must sample so); with
             `cfg.tempered_logprobs` the trainer scores each row at its pool's.
     Returns:
         the metric rows logged by this call.

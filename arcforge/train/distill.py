@@ -23,12 +23,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Protocol
 
 import torch
-from pydantic import Field
 
-from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
+from arcforge.config import OptimCfg
 from arcforge.progress import progress
 from arcforge.rl.losses import opd_advantages
 from arcforge.rollout.engine import Engine, SamplingParams
@@ -49,33 +48,18 @@ from arcforge.train.rollout_batch import (
 )
 
 
-class TeacherCfg(Strict):
-    """A teacher: a stage name of this run (or a checkpoint dir) and the sources it owns."""
+class DistillSettings(Protocol):
+    """What `train_distill` reads of its config (the distill stage's, arcforge.stages.distill),
+    besides the `LossCfg` fields `policy_backward` reads (the stage config is a LossCfg)."""
 
-    checkpoint: str
-    sources: list[SourceCfg]
-    ratio: float = Field(1.0, gt=0)
-
-
-class DistillStageCfg(StageCfg):
-    """On-policy distillation from earlier stage checkpoints (group size 1)."""
-
-    kind: Literal["distill"]
-    teachers: list[TeacherCfg] = Field(min_length=1)
-    steps: int = Field(100, gt=0)
-    prompts_per_step: int = Field(32, gt=0)
-    temperature: float = Field(1.0, gt=0)
-    max_new_tokens: int = Field(96, gt=0)
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
-    loss: Literal["double_sided_is"] = "double_sided_is"
-    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"  # see RLStageCfg.loss_agg
-    clip_low: float = Field(0.2, ge=0, lt=1)  # IS trust region [1 - clip_low, 1 + clip_high]
-    clip_high: float = Field(0.28, ge=0)
-    kl_coef: float = 0.0  # unused here; policy_backward reads it
-    icepop_beta: float | None = None  # unused here; policy_backward reads it
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
-    micro_batch: int = Field(32, gt=0)
-    thinking: bool = True
+    seed: int
+    steps: int
+    prompts_per_step: int
+    temperature: float
+    max_new_tokens: int
+    micro_batch: int
+    optim: OptimCfg
+    checkpoint_every: int
 
 
 @dataclass
@@ -117,7 +101,7 @@ def train_distill(
     student: torch.nn.Module,
     engine: Engine,
     teachers: list[Teacher],
-    cfg: DistillStageCfg,
+    cfg: DistillSettings,
     out_dir: Path,
     *,
     pad_id: int,

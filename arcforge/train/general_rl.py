@@ -29,60 +29,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
 
 from arcforge.chat import parse_assistant
 from arcforge.chat.encoding import encode_spans
 from arcforge.chat.template import assistant_spans
-from arcforge.config import SourceCfg, Strict
 from arcforge.device import model_device
-from arcforge.rewards.hybrid import HybridCfg, HybridReward
+from arcforge.rewards.hybrid import HybridReward
 from arcforge.rewards.rules import tool_call_reward
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
-from arcforge.train.reward_model import RewardModelCfg
-from arcforge.train.rl import RLPrompt, RLStageCfg, Scorer
+from arcforge.train.rl import RLPrompt, Scorer
 from arcforge.types import Message, Tool
-
-
-class OrmCfg(Strict):
-    """The ORM term: a saved reward model (`path`), else one trained at stage start (`train`)."""
-
-    path: str | None = None
-    train: RewardModelCfg | None = RewardModelCfg()
-
-
-class GrmCfg(Strict):
-    """The GRM term: an LLM judge at any OpenAI-compatible endpoint."""
-
-    base_url: str
-    model: str
-    api_key_env: str | None = "OPENAI_API_KEY"
-    k: int = Field(3, ge=1)
-    retries: int = Field(2, ge=0)
-    temperature: float = Field(0.7, ge=0)
-    max_tokens: int = Field(256, gt=0)
-    timeout: float = Field(60.0, gt=0)
-    workers: int = Field(4, ge=1)
-
-
-class AnchorCfg(Strict):
-    """Human-written anchors: a share of the prompt pool, one human answer per anchor group."""
-
-    enabled: bool = True
-    path: str | None = None  # JSONL of anchors; default: the package's anchors.jsonl
-    weight: float = Field(0.1, ge=0, lt=1)  # share of the prompt pool that is anchor prompts
-
-
-class GeneralRLStageCfg(RLStageCfg):
-    """General RL: chat/instruction tasks, hybrid reward, human anchors."""
-
-    kind: Literal["general_rl"]  # type: ignore[assignment]
-    sources: list[SourceCfg] = [SourceCfg(source="world:chat")]
-    reward: HybridCfg = HybridCfg()
-    orm: OrmCfg | None = OrmCfg()
-    grm: GrmCfg | None = None
-    anchors: AnchorCfg = AnchorCfg()
 
 
 def hybrid_scorer(

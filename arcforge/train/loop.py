@@ -10,6 +10,11 @@ log has no duplicates.
 
 Phases let mid-training change the context length and RoPE base mid-run: each phase has its own
 step count, batch function and an `on_enter(model)` hook that is re-applied on resume.
+
+`trainer=TrainerCfg(backend="fsdp2")` runs the same loop on every rank of a torchrun launch
+(arcforge.train.fsdp): the model is sharded, each rank trains on its share of each batch's rows
+with the loss weighted to the global token mean, checkpoints are sharded (DCP), and only rank 0
+logs and draws progress.
 """
 
 from __future__ import annotations
@@ -31,7 +36,18 @@ from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg
 from arcforge.device import model_device, to_device
+from arcforge.errors import ConfigError
 from arcforge.progress import progress
+from arcforge.train.fsdp import (
+    TrainerCfg,
+    global_mean,
+    grad_norm_value,
+    is_sharded,
+    load_sharded_state,
+    save_sharded_state,
+    shard_for_training,
+    shard_rows,
+)
 from arcforge.train.optim import Optimizer, build_optimizer
 
 Batch = Any
@@ -80,7 +96,13 @@ def save_state(
     tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> None:
     """Write model, optimizer, step and RNG states, and each of `tensors` as
-    <name>.safetensors (e.g. an average of the weights); atomic via a temp dir + rename."""
+    <name>.safetensors (e.g. an average of the weights); atomic via a temp dir + rename.
+    A sharded (FSDP2) model is saved with torch.distributed.checkpoint, collectively."""
+    if is_sharded(model):
+        if tensors:
+            raise ValueError("extra tensors are not saved for a sharded model")
+        save_sharded_state(state_dir, model, opt, step, extra)  # type: ignore[arg-type]
+        return
     tmp = state_dir.with_name(state_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -111,6 +133,13 @@ def save_state(
 
 def load_state(state_dir: Path, model: torch.nn.Module, opt: Optimizer) -> dict:
     """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
+    if is_sharded(model):
+        return load_sharded_state(state_dir, model, opt)  # type: ignore[arg-type]
+    if (state_dir / "dcp").is_dir():
+        raise ConfigError(
+            f"{state_dir} was written by trainer.backend fsdp2; resume it with that backend "
+            "(arcforge run --nproc N) or remove it to start over"
+        )
     weights = load_file(str(state_dir / "model.safetensors"))
     model.load_state_dict(weights, strict=False)
     # on the CPU first: a state written on a GPU resumes on the CPU and the other way round
@@ -158,8 +187,10 @@ def find_state(out_dir: Path) -> Path | None:
 class MetricsLog:
     """Append-only metrics.jsonl that forgets lines past a resume point (no duplicates)."""
 
-    def __init__(self, path: Path, resume_step: int | None = None):
-        self.path = path
+    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
+        self.path, self.enabled = path, enabled  # disabled: a rank other than 0 writes nothing
+        if not enabled:
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is not None and path.exists():
             keep = [
@@ -172,6 +203,8 @@ class MetricsLog:
             path.unlink()
 
     def write(self, **row: Any) -> None:
+        if not self.enabled:
+            return
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -211,6 +244,7 @@ def train_loop(
     desc: str = "train",
     stop_after: int | None = None,
     precision: str = "fp32",
+    trainer: TrainerCfg | None = None,
 ) -> LoopResult:
     """Train `model` through `phases`, resuming from `out_dir/state` when it exists.
 
@@ -219,14 +253,19 @@ def train_loop(
         heldout_fn: optional held-out loss, logged every `heldout_every` steps and at the end.
         stop_after: stop (after checkpointing) once this many steps are done; for tests.
         precision: "bf16" computes the loss under bf16 autocast (parameters stay fp32).
+        trainer: backend fsdp2 shards `model` in place across the torchrun ranks (it stays
+            sharded: save it with arcforge.train.fsdp.export_hf); None or single: this process.
     Returns:
         LoopResult with the last logged loss, the step count and tokens seen.
     """
     total = sum(p.steps for p in phases)
-    opt = build_optimizer(model, optim)
+    sharded = trainer is not None and trainer.backend == "fsdp2"
+    ranks = shard_for_training(model, trainer, optim) if sharded else None  # type: ignore[arg-type]
+    opt = build_optimizer(model, optim)  # after sharding: moments only for this rank's shards
     state = find_state(out_dir)
     start = load_state(state, model, opt)["step"] if state else 0
-    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    main = ranks is None or ranks.main
+    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None, enabled=main)
     phase_idx, _ = _locate(phases, start)
     if phases[phase_idx].on_enter:
         phases[phase_idx].on_enter(model)
@@ -245,15 +284,21 @@ def train_loop(
                     phases[pi].on_enter(model)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, total, optim)
-            batch = to_device(phases[pi].batch_fn(local), device)
+            batch = phases[pi].batch_fn(local)
+            if ranks:
+                batch = shard_rows(batch, ranks.rank, ranks.world)
+            batch = to_device(batch, device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss, n_tok = loss_fn(model, batch)
+            if ranks:  # weighted so the averaged gradient is that of the global token mean
+                loss, lv, n_tok = global_mean(loss, n_tok)
+            else:
+                lv = loss.item()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
             opt.step()
             tokens += n_tok
-            lv = loss.item()
             loss_ema = lv if math.isnan(loss_ema) else 0.9 * loss_ema + 0.1 * lv
             done = step + 1
             if done % log_every == 0 or done == total:
@@ -261,7 +306,7 @@ def train_loop(
                     "step": done,
                     "loss": lv,
                     "lr": opt.param_groups[0]["lr"],
-                    "grad_norm": float(gnorm),
+                    "grad_norm": grad_norm_value(gnorm),
                     "phase": phases[pi].name,
                     "tokens_per_s": tokens / max(1e-9, time.time() - t0),
                 }

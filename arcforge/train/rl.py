@@ -31,14 +31,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Protocol
 
 import torch
-from pydantic import Field
 
 from arcforge.chat import parse_assistant, render_ids
 from arcforge.chat.tokens import END, EOS
-from arcforge.config import OptimCfg, SourceCfg, StageCfg
+from arcforge.config import LossCfg, OptimCfg
 from arcforge.data.sources import Record
 from arcforge.device import model_device, to_device
 from arcforge.progress import progress
@@ -64,37 +63,23 @@ from arcforge.train.rollout_batch import (
 from arcforge.types import Message, Reward, Task, Tool, Validation
 
 
-class RLStageCfg(StageCfg):
-    """Reasoning RL on verifiable rewards (GRPO + IcePop)."""
+class GRPOSettings(Protocol):
+    """What `train_rl` reads of its config (the rl and general_rl stages', arcforge.stages.rl
+    and arcforge.stages.general_rl), besides the `LossCfg` fields `policy_backward` reads
+    (the stage configs are LossCfg models)."""
 
-    kind: Literal["rl"]
-    sources: list[SourceCfg]
-    steps: int = Field(100, gt=0)
-    prompts_per_step: int = Field(16, gt=0)
-    group_size: int = Field(8, ge=2)
-    temperature: float = Field(0.7, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(96, gt=0)
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
-    loss: Literal["grpo_icepop", "double_sided_is"] = "grpo_icepop"
-    # token_mean: every trained token of the batch weighs the same (long episodes weigh more);
-    # seq_mean: every trajectory weighs the same, its tokens averaged within it (verl's
-    # "seq-mean-token-mean"), so many long failures cannot outweigh a few short successes.
-    loss_agg: Literal["token_mean", "seq_mean"] = "token_mean"
-    clip_low: float = Field(0.2, ge=0, lt=1)
-    clip_high: float = Field(0.28, ge=0)
-    icepop_beta: float | None = Field(2.0, gt=1)  # None: no mismatch correction (ρ := 1)
-    baseline: Literal["mean", "leave_one_out"] = "mean"
-    std_normalize: bool = False
-    kl_coef: float = Field(0.0, ge=0)
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
-    micro_batch: int = Field(32, gt=0)
-    max_refill_tries: int = Field(2, ge=0)
-    thinking: bool = True  # render prompts with the thinking switch on
-    # difficulty filter: keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are
-    # kept). RL only learns where the policy is partly right (a group of all-0 rewards has no
-    # advantage), so the pool is cut to the band the starting checkpoint can partly solve.
-    difficulty: tuple[float, float] | None = None
+    seed: int
+    steps: int
+    prompts_per_step: int
+    group_size: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    max_refill_tries: int
+    baseline: str  # mean or leave_one_out
+    std_normalize: bool
+    optim: OptimCfg
+    checkpoint_every: int
 
 
 @dataclass
@@ -186,7 +171,7 @@ def collect_rollouts(
     stream: PromptStream,
     cursor: int,
     scorer: Scorer,
-    cfg: RLStageCfg,
+    cfg: GRPOSettings,
     step: int,
     stop_ids: list[int],
     pad_id: int,
@@ -236,7 +221,7 @@ def collect_rollouts(
 
 
 # Each policy loss by name, called on one micro-batch (logp has grad, the rest are tensors).
-LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, RLStageCfg], tuple]] = {
+LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, LossCfg], tuple]] = {
     "grpo_icepop": lambda logp, mb, cfg: POLICY_LOSSES["grpo_icepop"](
         logp,
         mb.logp_old,
@@ -256,15 +241,14 @@ LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, RLStageCfg], tuple]] =
 def policy_backward(
     model: torch.nn.Module,
     batch: TokenBatch,
-    cfg: RLStageCfg,
+    cfg: LossCfg,
     ref_model: torch.nn.Module | None = None,
 ) -> dict[str, float]:
     """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
     over micro-batches; returns token-weighted loss stats. With `cfg.loss_agg == "seq_mean"`
     the mask becomes per-trajectory weights first (`sequence_weighted`).
 
-    `cfg` needs loss, loss_agg, clip_low, clip_high, icepop_beta, kl_coef and micro_batch (the
-    distillation config has them too). A cfg with `tempered_logprobs` set (agentic RL) divides
+    `cfg` is a stage config with the shared loss fields (`LossCfg`). A cfg with `tempered_logprobs` set (agentic RL) divides
     the logits by its `temperature`, as its engine did for the rollout logprobs, or by each
     row's own where the batch has a `temperature` column (pools sampled at their own)."""
     tempered = getattr(cfg, "tempered_logprobs", False)
@@ -317,7 +301,7 @@ def train_rl(
     engine: Engine,
     prompts: list[RLPrompt],
     scorer: Scorer,
-    cfg: RLStageCfg,
+    cfg: GRPOSettings,
     out_dir: Path,
     *,
     pad_id: int,

@@ -11,14 +11,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 from arcforge.chat import ThinkingConfig, render_ids, turn_prefixes
-from arcforge.config import SFTStageCfg
+from arcforge.config import OptimCfg
 from arcforge.train.loop import LoopResult, Phase, train_loop
 from arcforge.types import Message, Tool
+
+
+class SFTSettings(Protocol):
+    """What `train_sft` reads of its config (the SFT stage's, arcforge.stages.sft)."""
+
+    name: str
+    seed: int
+    epochs: float
+    batch_size: int
+    optim: OptimCfg
+    precision: str  # fp32 or bf16 (autocast)
+    log_every: int
+    checkpoint_every: int
 
 
 @dataclass
@@ -119,7 +133,7 @@ def sft_loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]):
 def train_sft(
     model: torch.nn.Module,
     examples: list[SFTExample],
-    cfg: SFTStageCfg,
+    cfg: SFTSettings,
     out_dir: Path,
     pad_id: int,
     **loop_kw,

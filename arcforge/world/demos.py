@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass, field
 
 from arcforge.types import Message, Task, Tool, ToolCall
+from arcforge.world.pysource import definition_at, definitions, show_definition
 
 NEED = {
     "born_in": "birthplace",
@@ -212,14 +213,33 @@ def _swe_change(task: Task) -> str:
     return "one line is wrong."
 
 
+def fixed_function(task: Task) -> str:
+    """The whole definition of a world SWE task's buggy function as the correct module has it
+    (`metadata["fixed"]`: the oracle, train-side only)."""
+    return task.metadata["fixed"]
+
+
+def fixed_body(task: Task) -> str:
+    """That function's fixed body below its signature and docstring: the expert's replacement
+    (`replace_function` keeps the rest)."""
+    fixed = fixed_function(task)
+    d = definitions(fixed, task.context["bug"]["path"])[0]
+    return "".join(fixed.splitlines(keepends=True)[d.body - 1 : d.end])
+
+
+def fix_code(task: Task) -> str:
+    """What the expert gives replace_function: the fixed body, or the whole fixed definition
+    when the bug sits in the signature (a changed parameter default), which a body keeps."""
+    bug = task.context["bug"]
+    d = definition_at(bug["mutated"], bug["path"], bug["function"], bug["line"])
+    return fixed_function(task) if bug["line"] < d.body else fixed_body(task)
+
+
 def swe_demo(task: Task) -> list[Message]:
     """view_function on the function the issue names (and on the function it calls where the
     bug is) -> replace_function with the fixed body (the function shown last) -> summary with
     the diff (the tools and observations of SWEEnv's; the expert episodes localize first
     instead, which needs a test run)."""
-    from arcforge.envs.swe_tools import definition_at, definitions, show_definition
-    from arcforge.rollout.policies import fix_code
-
     bug = task.context["bug"]
     path, line, fn = bug["path"], bug["line"], bug["function"]
     issue_fn = bug.get("issue_function") or fn

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from itertools import zip_longest
 
-from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
 from arcforge.types import Task, Validation
 from arcforge.world.chat import make_chat_item
 from arcforge.world.codelib import CodeSpace, FuncTemplate, informative_calls, load_source
@@ -26,6 +25,7 @@ from arcforge.world.mathgen import Problem
 from arcforge.world.mutations import KINDS
 from arcforge.world.names import NameBank
 from arcforge.world.pages import Page
+from arcforge.world.pysource import WORLD_SWE_TOOLS
 from arcforge.world.questions import Question, calc_question, path_question
 from arcforge.world.repos import Repo
 from arcforge.world.terminal import COPY_FAMILIES, FAMILIES, make_scenario

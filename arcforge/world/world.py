@@ -62,6 +62,7 @@ class EpisodeCounts:
     code: int = 40
     terminal: int = 40
     swe: int = 16
+    swarm: int = 0  # orchestrator episodes (`world:episodes/swarm`; off unless a config asks)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from arcforge.audit.baselines import nearest_indices, suite_baselines, world_baselines
-from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Task, Validation
 from arcforge.world import WorldConfig, build_world
 

@@ -116,8 +116,8 @@ def test_planted_reference_in_a_training_source_is_found(small_world, tmp_path):
 
 
 def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path):
-    from arcforge.config import dump_config, load_config
     from arcforge.report import write_report
+    from arcforge.run_config import dump_config, load_config
 
     cfg = load_config("configs/smoke.yaml", ["world.seed=3", "world.scale=0.05"])
     (tmp_path / "config.yaml").write_text(dump_config(cfg))

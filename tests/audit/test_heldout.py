@@ -10,7 +10,7 @@ import pytest
 
 from arcforge.audit.contamination import check_world
 from arcforge.audit.export import suite_items, training_texts
-from arcforge.config import load_config
+from arcforge.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT = ("code", "swe", "explore")

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from arcforge.config import LMStageCfg, SFTStageCfg, load_config
 from arcforge.errors import ConfigError
+from arcforge.run_config import load_config
+from arcforge.stages.lm import LMStageCfg
+from arcforge.stages.sft import SFTStageCfg
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,3 +121,78 @@ def test_cli_user_error_is_one_line_exit_2(tmp_path):
         cwd=ROOT,
     )
     assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_stage_kinds_are_one_union_each_with_its_runner():
+    """`RunCfg.stages` is a discriminated union on `kind`: a dict validates to its kind's model
+    (no registry), and every member has a runner in the pipeline."""
+    from arcforge.pipeline import RUNNERS
+    from arcforge.run_config import STAGE_KINDS, RunCfg
+    from arcforge.stages.distill import DistillStageCfg
+    from arcforge.stages.rl import RLStageCfg
+
+    cfg = RunCfg.model_validate(
+        {
+            "stages": [
+                {"name": "r", "kind": "rl", "sources": [{"source": "world:reasoning"}]},
+                {"name": "d", "kind": "distill", "teachers": [{"checkpoint": "r", "sources": []}]},
+            ]
+        }
+    )
+    assert [type(s) for s in cfg.stages] == [RLStageCfg, DistillStageCfg]
+    assert set(STAGE_KINDS.values()) == set(RUNNERS)
+    assert {"pretrain", "midtrain", "sft", "synth", "rl", "agentic_rl"} <= set(STAGE_KINDS)
+
+
+def test_config_module_imports_no_stage():
+    """arcforge.config is below the stages: no import of arcforge.stages, run_config or
+    pipeline anywhere in it (function bodies included), and importing it loads none."""
+    import ast
+
+    tree = ast.parse((ROOT / "arcforge" / "config.py").read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    upper = ("arcforge.stages", "arcforge.run_config", "arcforge.pipeline", "arcforge.train")
+    assert not [m for m in names if m.startswith(upper)]
+    code = "import sys, arcforge.config; print(sorted(m for m in sys.modules if 'stages' in m))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+
+
+def test_rl_type_stages_share_one_loss_config():
+    """The loss keys live in LossCfg once: the RL-type stage models inherit them and none
+    declares clip bounds or loss aggregation itself."""
+    from arcforge.config import LossCfg
+    from arcforge.run_config import STAGE_KINDS
+
+    rl_kinds = {"rl", "agentic_rl", "general_rl", "distill"}
+    for kind, cls in STAGE_KINDS.items():
+        assert issubclass(cls, LossCfg) == (kind in rl_kinds), kind
+        if kind in rl_kinds:
+            own = set(vars(cls).get("__annotations__", {}))
+            assert not own & {"loss_agg", "clip_low", "clip_high", "kl_coef"}, kind
+            assert "engine" in cls.model_fields, kind
+
+
+def test_engine_and_loss_keys_are_checked_per_stage(tmp_path):
+    """`engine:` and the loss keys validate like any key: a bad engine kind or a KL term on a
+    trainer without a reference policy is one error naming the stage's key."""
+    p = write(tmp_path, (ROOT / "configs" / "smoke.yaml").read_text())
+    cfg = load_config(p, ["stages.rl.engine.kind=vllm", "stages.agentic_rl.clip_high=0.3"])
+    assert cfg.stage("rl").engine.kind == "vllm" and cfg.stage("agentic_rl").clip_high == 0.3
+    assert cfg.stage("distill").engine.kind == "local"
+    with pytest.raises(ConfigError, match=r"stages\[3\]\.engine\.kind"):
+        load_config(p, ["stages.3.engine.kind=sglang"])
+    with pytest.raises(ConfigError, match=r"stages\[4\].*kl_coef.*no reference policy"):
+        load_config(p, ["stages.agentic_rl.kl_coef=0.1"])
+    with pytest.raises(ConfigError, match=r"stages\[4\].*needs backend local"):
+        load_config(p, ["stages.agentic_rl.engine.kind=vllm", "stages.agentic_rl.backend=ray"])
+
+
+def test_dumped_config_loads_back_equal(tmp_path):
+    """A run's saved config.yaml (every default written out) parses to the same config."""
+    from arcforge.run_config import dump_config
+
+    cfg = load_config(ROOT / "configs" / "smoke.yaml")
+    p = write(tmp_path, dump_config(cfg))
+    assert load_config(p) == cfg

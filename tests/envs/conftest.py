@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from arcforge.envs.sandbox import Limits, Sandbox, open_sandbox
-from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.sandbox import Limits, Sandbox, open_sandbox
+from arcforge.sandbox.bwrap import bwrap_available
 
 _HAS_BWRAP = bwrap_available()
 

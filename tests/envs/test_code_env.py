@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arcforge.envs.code_env import CodeEnv, assemble, junit_key, parse_junit
-from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
 

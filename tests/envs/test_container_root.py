@@ -1,8 +1,9 @@
-"""Container-like task roots (sandbox_root.py): a Harbor task whose Dockerfile writes /etc,
-/usr/local and /root, pip-installs a wheel and sets WORKDIR/ENV is built into a cached layer
-offline; its reference solution passes as uid 0 in /app and no solution fails; every episode
-starts from the layer and throws its changes away; restore() covers the layer; the sandbox is
-as contained as the plain one."""
+"""Container-like task roots over the host's /usr (sandbox_root.py), the explicit
+ARCFORGE_TASK_ROOT=layer option (real Debian roots are the default where the host can build
+them): a Harbor task whose Dockerfile writes /etc, /usr/local and /root, pip-installs a wheel
+and sets WORKDIR/ENV is built into a cached layer offline; its reference solution passes as
+uid 0 in /app and no solution fails; every episode starts from the layer and throws its
+changes away; restore() covers the layer; the sandbox is as contained as the plain one."""
 
 from __future__ import annotations
 
@@ -16,14 +17,22 @@ import pytest
 
 from arcforge.envs.check import check_task
 from arcforge.envs.importers import import_task_dir
-from arcforge.envs.sandbox import open_sandbox
-from arcforge.envs.sandbox_bwrap import bwrap_available
-from arcforge.envs.sandbox_root import build_layer
-from arcforge.envs.sandbox_types import RootLayer
 from arcforge.envs.terminal_env import TerminalEnv
+from arcforge.sandbox import open_sandbox
+from arcforge.sandbox.bwrap import bwrap_available
+from arcforge.sandbox.root import build_layer
+from arcforge.sandbox.rootfs import rootfs_blockers
+from arcforge.sandbox.types import RootLayer
 from arcforge.types import Message
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
+
+
+@pytest.fixture(autouse=True)
+def layer_mode(monkeypatch):
+    """Every test here asks for the host layer explicitly."""
+    monkeypatch.setenv("ARCFORGE_TASK_ROOT", "layer")
+
 
 WHEEL = "tinypkg-0.1-py3-none-any.whl"
 DOCKERFILE = f"""FROM python:3.11-slim-bookworm
@@ -127,6 +136,17 @@ def test_dockerfile_replay_builds_a_layer_and_the_oracle_passes(task_dir):
     df = task_dir / "environment" / "Dockerfile"
     again = build_layer(df, extra_pip=task.context["extra_pip"])
     assert again.cached and again.layer is not None and again.layer.path == layer.path
+
+
+def test_the_default_is_a_real_root_where_the_host_can_build_one(task_dir, monkeypatch):
+    monkeypatch.delenv("ARCFORGE_TASK_ROOT")
+    task = import_task_dir(task_dir)
+    if rootfs_blockers():  # no mmdebstrap / not root: the layer stands in
+        assert "root_layer" in task.context, task.metadata["unsupported"]
+        return
+    assert "rootfs_image" in task.context and "root_layer" not in task.context, task.metadata
+    assert check_task(task)["reward"] == 1.0
+    assert check_task(task, empty=True)["reward"] == 0.0
 
 
 def test_episodes_start_from_the_layer_and_throw_changes_away(task_dir):

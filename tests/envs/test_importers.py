@@ -10,9 +10,11 @@ import pytest
 
 from arcforge.envs.check import check_task, load_task
 from arcforge.envs.importers import import_task_dir, rewrite_paths
-from arcforge.envs.sandbox_bwrap import bwrap_available
-from arcforge.envs.sandbox_types import RootLayer
 from arcforge.envs.terminal_env import TerminalEnv
+from arcforge.sandbox.bwrap import bwrap_available
+from arcforge.sandbox.rootfs import rootfs_blockers
+from arcforge.sandbox.rootfs_build import load_image
+from arcforge.sandbox.types import RootLayer
 from arcforge.types import Task, Validation
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,12 +49,19 @@ def test_terminal_bench_import_fields_rewrite_mode():
 
 
 @needs_bwrap
-def test_terminal_bench_import_fields_container_mode():
+@pytest.mark.parametrize("mode", ["layer", "auto"])
+def test_terminal_bench_import_fields_container_mode(mode, monkeypatch):
+    monkeypatch.setenv("ARCFORGE_TASK_ROOT", mode)
     t = import_task_dir(FIXTURES / "terminal-bench/fix-permissions")
     assert t.metadata["container"] and not t.metadata["unsupported"]
-    layer = RootLayer.load(t.context["root_layer"])
-    assert layer.workdir == "/app" and (layer.path / "app/process_data.sh").is_file()
-    assert "/app/output" in (layer.path / "app/process_data.sh").read_text()  # not rewritten
+    if mode == "auto" and not rootfs_blockers():  # the default: a real root
+        image = load_image(t.context["rootfs_image"])
+        workdir, top = image.workdir, image.lowers[0]
+    else:
+        layer = RootLayer.load(t.context["root_layer"])
+        workdir, top = layer.workdir, layer.path
+    assert workdir == "/app" and (top / "app/process_data.sh").is_file()
+    assert "/app/output" in (top / "app/process_data.sh").read_text()  # not rewritten
     assert '"/app/process_data.sh"' in t.metadata["test_files"]["test_outputs.py"]
     assert "python3 -P -m pytest $TEST_DIR/test_outputs.py -rA" in t.validation.verify_script
     assert t.context["files"] == {} and t.context["init_script"] == ""
@@ -139,12 +148,12 @@ UNBUILDABLE = {  # Dockerfile (+ docker-compose.yaml) -> the words the reason mu
     "apt": (
         "FROM debian:bookworm\nRUN apt-get update && apt-get install -y arcforge-no-pkg\n",
         "",
-        "apt package(s) not on this host: arcforge-no-pkg",
+        "arcforge-no-pkg",  # layer: not on this host; real root: Unable to locate package
     ),
     "run-fails": (
         "FROM python:3.12\nRUN echo building && python3 -c 'raise SystemExit(3)'\n",
         "",
-        "RUN failed (exit 3)",
+        "failed (exit 3)",
     ),
     "copy-missing": ("FROM python:3.12\nCOPY nope.txt /app/\n", "", "nope.txt is not in the build"),
     "user": ("FROM python:3.12\nUSER app\n", "", "USER app"),
@@ -178,3 +187,25 @@ def test_container_mode_reports_downloads_at_solve_time(tmp_path):
     (root / "run-tests.sh").write_text("wget -q https://example.com/golden.tar\npytest $TEST_DIR\n")
     reasons = " | ".join(import_task_dir(root).metadata["unsupported"])
     assert "downloads at solve time: wget -q https://example.com/golden.tar" in reasons, reasons
+
+
+@needs_bwrap
+def test_binary_test_data_reaches_the_verifier_byte_for_byte(tmp_path):
+    import shutil
+
+    root = tmp_path / "binary-data"
+    shutil.copytree(FIXTURES / "harbor/hello-world", root)
+    data = b"\xff\xfe\x00" + b"Hello, world!\n"  # not UTF-8: a held-out data file
+    (root / "tests" / "expected.bin").write_bytes(data)
+    (root / "tests" / "test_state.py").write_text(
+        "from pathlib import Path\n\n\n"
+        "def test_hello_matches_the_data_file():\n"
+        "    want = Path(__file__).with_name('expected.bin').read_bytes()[3:]\n"
+        "    assert Path('/app/hello.txt').read_bytes() == want\n"
+    )
+    task = import_task_dir(root)
+    assert not task.metadata.get("unsupported")
+    carried = task.metadata["test_files"]["expected.bin"]
+    assert isinstance(carried, dict) and "base64" in carried
+    assert check_task(root)["reward"] == 1.0
+    assert check_task(root, empty=True)["reward"] == 0.0

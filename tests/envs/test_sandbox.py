@@ -10,14 +10,14 @@ import subprocess
 
 import pytest
 
-from arcforge.envs.sandbox import (
+from arcforge.sandbox import (
     Limits,
     Sandbox,
     SandboxError,
     host_site_packages,
     open_sandbox,
 )
-from arcforge.envs.sandbox_docker import docker_client
+from arcforge.sandbox.docker import docker_client
 
 
 def test_exec_basics(bwrap_box, tmp_path):

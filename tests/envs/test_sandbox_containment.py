@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from arcforge.envs.sandbox import Limits
+from arcforge.sandbox import Limits
 
 REPO = Path(__file__).resolve().parents[2]
 

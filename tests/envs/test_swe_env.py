@@ -16,20 +16,14 @@ import pytest
 
 from arcforge.envs.check import check_task
 from arcforge.envs.importers import import_swebench
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.swe_env import SWEEnv, is_protected
-from arcforge.envs.swe_tools import (
-    SWE_TOOLS,
-    WORLD_SWE_TOOLS,
-    definition_at,
-    definitions,
-    ochiai,
-    reproduction,
-)
-from arcforge.rollout.policies import expert_script, fix_code, fixed_function
+from arcforge.envs.swe_tools import ochiai, reproduction
+from arcforge.rollout.policies import expert_script
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.demos import swe_demo
+from arcforge.world.demos import fix_code, fixed_function, swe_demo
+from arcforge.world.pysource import SWE_TOOLS, WORLD_SWE_TOOLS, definition_at, definitions
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 

@@ -22,15 +22,15 @@ import pytest
 from typer.testing import CliRunner
 
 from arcforge.cli import app
-from arcforge.envs import rootfs
 from arcforge.envs.check import check_task
 from arcforge.envs.importers import Import, adapt_test_script, import_task_dir
-from arcforge.envs.rootfs import base_for, ensure_base, rootfs_blockers
-from arcforge.envs.rootfs_build import build_image
-from arcforge.envs.sandbox_bwrap import bwrap_available
-from arcforge.envs.sandbox_root import build_layer
-from arcforge.envs.sandbox_rootfs import RootfsSandbox
-from arcforge.envs.sandbox_types import Limits, SandboxError
+from arcforge.sandbox import rootfs
+from arcforge.sandbox.bwrap import bwrap_available
+from arcforge.sandbox.root import build_layer
+from arcforge.sandbox.rootfs import base_for, ensure_base, rootfs_blockers
+from arcforge.sandbox.rootfs_build import build_image
+from arcforge.sandbox.rootfs_sandbox import RootfsSandbox
+from arcforge.sandbox.types import Limits, SandboxError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "terminal-bench" / "apt-outside-app"
 UV_HELPERS = Path(__file__).parent / "fixtures" / "terminal-bench" / "uv-helpers"
@@ -275,3 +275,26 @@ def test_harbor_solution_dir_is_at_slash_solution_for_the_oracle_only(base, tmp_
     assert check_task(task)["reward"] == 1.0
     empty = check_task(task, empty=True)
     assert empty["reward"] == 0.0 and "SOLUTION-VISIBLE" not in empty["details"]["output"]
+
+
+@needs_rootfs
+def test_solution_time_apt_get_is_satisfied_by_the_image_or_says_why_not(image, tmp_path):
+    with RootfsSandbox(image, Limits()) as sb:
+        # the image has tree (its Dockerfile installed it) and curl (the base): under set -e
+        # the whole line succeeds without a network
+        ok = sb.exec("set -e\napt-get update && apt-get install -y tree curl\necho installed")
+        assert ok.exit_code == 0 and ok.stdout.endswith("installed\n"), ok
+        assert "already the newest version" in ok.stdout
+        missing = sb.exec("set -e\napt-get update && apt-get install -y jq\necho installed")
+        assert missing.exit_code == 100 and "installed" not in missing.stdout, missing
+        assert "jq" in missing.stderr and "episodes have no network" in missing.stderr
+        assert "install the package(s) in the Dockerfile" in missing.stderr
+    # a task whose oracle starts that way checks out
+    task_dir = tmp_path / "apt-solution"
+    shutil.copytree(FIXTURE, task_dir)
+    sol = (task_dir / "solution.sh").read_text()
+    (task_dir / "solution.sh").write_text(
+        "#!/bin/bash\nset -e\napt-get update && apt-get install -y tree\n" + sol
+    )
+    task = import_task_dir(task_dir)
+    assert check_task(task)["reward"] == 1.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arcforge.envs.check import check_task
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.terminal_env import TerminalEnv
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, Task, ToolCall, Validation
 from arcforge.world import WorldConfig, build_world
 from arcforge.world.demos import terminal_demo

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from arcforge.envs.sandbox import Limits
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.envs.tir_env import TIREnv
+from arcforge.sandbox import Limits
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, Task, ToolCall, Validation
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")

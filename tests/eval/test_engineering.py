@@ -9,13 +9,13 @@ import torch
 from arcforge.config import EvalCfg
 from arcforge.envs.chain_env import ChainEnv
 from arcforge.envs.explore_env import ExploreEnv
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.eval.engineering import backend_tasks, expert_engine_for
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message
 from arcforge.world.chains import chain_tasks
 from arcforge.world.explore import explore_tasks

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from arcforge.config import EvalCfg
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import Completion, SamplingParams
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine, expert_engine
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message
 
 ENV_SUITES = ("tool", "search", "tir", "code", "terminal", "swe")
@@ -86,7 +86,7 @@ def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
     import random
 
     from arcforge.eval.suites import solution_clusters
-    from arcforge.rollout.policies import fixed_body
+    from arcforge.world.demos import fixed_body
     from arcforge.world.suites import swe_tasks
 
     assert solution_clusters(world.tasks("swe", "test")) is None  # one function per item

@@ -9,11 +9,11 @@ import shutil
 
 import torch
 
-from arcforge.config import parse_config
 from arcforge.eval.harness import evaluate_run, weights_fingerprint
 from arcforge.model.checkpoint import init_model, save_checkpoint
 from arcforge.model.presets import build_config
 from arcforge.pipeline import RunContext
+from arcforge.run_config import parse_config
 
 
 def test_identical_weights_reuse_results_and_changed_weights_do_not(world, tok, tmp_path):

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from arcforge.config import EvalCfg
-from arcforge.eval.stats import LOWER_IS_BETTER
 from arcforge.eval.suites import SUITES, Evaluator
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
+from arcforge.stats import LOWER_IS_BETTER
 
 
 @pytest.mark.parametrize("max_pos", [2048, 96])

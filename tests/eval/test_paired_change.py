@@ -1,7 +1,7 @@
 """report.paired_change: the interval a stage change (or `arcforge eval --against`) reports."""
 
-from arcforge.eval.stats import cluster_mean_ci, mean_ci
 from arcforge.report import paired_change
+from arcforge.stats import cluster_mean_ci, mean_ci
 
 
 def res(scores, clusters=None, ci=(0.0, 1.0)):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from arcforge.eval.stats import cluster_mean_ci, mean_ci, summarize, wilson_ci
+from arcforge.stats import cluster_mean_ci, mean_ci, summarize, wilson_ci
 
 
 def test_wilson_half():

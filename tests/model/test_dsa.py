@@ -17,8 +17,8 @@ from arcforge.model.dsa import StableTopkIndexer, indexers, stable_topk
 from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.stages.rl import RLStageCfg
 from arcforge.train.optim import build_optimizer
-from arcforge.train.rl import RLStageCfg
 
 V, T = 64, 24
 

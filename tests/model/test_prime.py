@@ -125,8 +125,7 @@ def test_plain_token_ids_leave_out_special_tokens(tok):
 
 
 def test_lm_stage_phases_mix_copy_rows_deterministically():
-    from arcforge.config import LMStageCfg
-    from arcforge.stages.lm import build_phases
+    from arcforge.stages.lm import LMStageCfg, build_phases
 
     stage = LMStageCfg(
         name="pre",

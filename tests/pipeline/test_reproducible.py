@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ["pretrain", "midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 RUN = (
-    "import sys; from pathlib import Path; from arcforge.config import load_config; "
+    "import sys; from pathlib import Path; from arcforge.run_config import load_config; "
     "from arcforge.pipeline import run_pipeline; "
     "run_pipeline(load_config('configs/smoke.yaml'), Path(sys.argv[1]), evaluate=False, "
     "report=False)"

@@ -189,3 +189,29 @@ def test_agentic_rl_ends_on_the_probed_step_its_rule_keeps(smoke_run):
     ref = load_file(str(ref_path))
     shared = set(final) & set(ref)
     assert shared and all(torch.equal(final[k], ref[k]) for k in shared)
+
+
+def test_run_until_stops_after_the_named_stage(smoke_run):
+    """`run --until STAGE` takes a stage name or kind; on the finished run it goes through the
+    done stages up to that one and no further; an unknown stage is one line naming the stages."""
+    r = cli("run", "configs/smoke.yaml", "--run-dir", str(smoke_run), "--until", "midtrain")
+    assert r.returncode == 0, r.stderr[-2000:]
+    done = [ln.split("]")[0][1:] for ln in r.stdout.splitlines() if "] done:" in ln]
+    assert done == ["pretrain", "midtrain"]
+    r = cli("run", "configs/smoke.yaml", "--run-dir", str(smoke_run), "--until", "nosuch")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "'general_rl'" in lines[0]
+
+
+def test_help_lists_run_until_and_eval_subcommands():
+    """The per-stage commands and the hyphenated eval commands are hidden aliases: --help shows
+    `run --until` and `eval judge` / `eval contamination`, and every alias still answers."""
+    top = cli("--help", timeout=60).stdout
+    assert " run " in top and " eval " in top
+    assert not any(f" {c} " in top for c in ("pretrain", "sft", "agentic-rl", "eval-judge"))
+    assert "--until" in cli("run", "--help", timeout=60).stdout
+    sub = cli("eval", "--help", timeout=60).stdout
+    assert all(c in sub for c in ("matrix", "judge", "contamination"))
+    for args in (["eval", "judge"], ["eval-judge"], ["eval", "contamination"], ["sft"]):
+        r = cli(*args, "--help", timeout=60)
+        assert r.returncode == 0 and f"{' '.join(args)} [OPTIONS]" in r.stdout, args

@@ -39,7 +39,7 @@ def test_parse_score(text, want):
 
 
 def grm(srv, **kw) -> GenerativeRM:
-    client = LLMClient(srv.base_url, "judge", api_key_env=None, backoff=0.01)
+    client = LLMClient(srv.base_url, "judge", api_key_env=None)
     return GenerativeRM(client, workers=1, **kw)
 
 

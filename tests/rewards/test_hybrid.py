@@ -57,7 +57,7 @@ def test_reference_length():
 
 
 def client(srv) -> LLMClient:
-    return LLMClient(srv.base_url, "judge", api_key_env=None, backoff=0.01)
+    return LLMClient(srv.base_url, "judge", api_key_env=None)
 
 
 def test_gates_zero_the_reward_and_skip_the_judge():

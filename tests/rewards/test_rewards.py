@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.rewards.code import code_reward, extract_code
 from arcforge.rewards.registry import reward_fn_for, score
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Task, Validation
 
 TESTS = (

@@ -16,6 +16,7 @@ import threading
 import time
 
 import httpx
+import openai
 import pytest
 import torch
 import uvicorn
@@ -152,3 +153,54 @@ def test_reply_message_parses_think_calls_and_errors():
     assert calls and msg["reasoning_content"] == "plan" and msg["content"] == "ok"
     assert [c["function"]["name"] for c in msg["tool_calls"]] == ["f"]
     assert "tool call 2" in msg["arcforge_errors"][0]
+
+
+def openai_client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="EMPTY", max_retries=0, timeout=60)
+
+
+def test_official_openai_client_gets_tool_calls_and_content(served):
+    url, _ = served
+    client = openai_client(url)
+    out = client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": CALL[0].content}],
+        temperature=0,
+        max_tokens=64,
+    )
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and out.object == "chat.completion"
+    assert choice.message.model_extra["reasoning_content"] == "I add them."
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.function.name == "add"
+    assert json.loads(call.function.arguments) == {"a": 2, "b": 3}
+    reply = client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": JSON[0].content}], temperature=0
+    )
+    assert reply.choices[0].message.content == JSON[1].content
+    assert reply.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("prompt", [CALL[0].content, JSON[0].content])
+def test_streaming_with_the_openai_client_equals_the_whole_reply(served, prompt):
+    url, _ = served
+    client = openai_client(url)
+    kw = {"model": "tiny", "messages": [{"role": "user", "content": prompt}], "temperature": 0}
+    whole = client.chat.completions.create(**kw)
+    chunks = list(
+        client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+    )
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    finish = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
+    content = "".join(d.content or "" for d in deltas)
+    reasoning = "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas)
+    calls = [(t.function.name, t.function.arguments) for d in deltas for t in d.tool_calls or []]
+    msg = whole.choices[0].message
+    assert deltas[0].role == "assistant" and finish == [whole.choices[0].finish_reason]
+    assert content == (msg.content or "")
+    assert reasoning == (msg.model_extra.get("reasoning_content") or "")
+    assert calls == [(t.function.name, t.function.arguments) for t in msg.tool_calls or []]
+    assert chunks[-1].choices == [] and chunks[-1].usage == whole.usage

@@ -13,12 +13,12 @@ from torch import nn
 
 from arcforge.chat.tokens import END
 from arcforge.envs.registry import env_factory
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.world import WorldConfig, build_world
 
 ray = pytest.importorskip("ray")

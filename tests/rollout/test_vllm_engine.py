@@ -39,8 +39,10 @@ from arcforge.rollout.envservice import local_service
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.rollout.vllm_engine import DEFAULT_PYTHON, VLLMEngine, export_checkpoint
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.train.async_rl import AgenticRLStageCfg, train_async_rl
-from arcforge.train.rl import RLPrompt, RLStageCfg, train_rl
+from arcforge.stages.agentic_rl import AgenticRLStageCfg
+from arcforge.stages.rl import RLStageCfg
+from arcforge.train.async_rl import train_async_rl
+from arcforge.train.rl import RLPrompt, train_rl
 from arcforge.train.rollout_batch import (
     pad_trajectories,
     sequence_logprobs,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from arcforge.config import load_config
 from arcforge.errors import ConfigError, UserError
 from arcforge.pipeline import run_pipeline
+from arcforge.run_config import load_config
 
 CONFIG = Path(__file__).with_name("agentic_rl_smoke.yaml")
 
@@ -69,8 +69,7 @@ def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
     """The stage's call_credit is the in-process tool environments' process reward (a wrong
     answer that made one of two reference calls scores half of it); with HTTP services it is an
     error, since a service scores as it was started."""
-    from arcforge.stages.agentic_rl import _services
-    from arcforge.train.async_rl import AgenticRLStageCfg
+    from arcforge.stages.agentic_rl import AgenticRLStageCfg, _services
     from arcforge.types import Message, ToolCall
 
     def stage(**kw):
@@ -100,8 +99,7 @@ def test_call_credit_reaches_the_tool_environments_and_not_http_services(world):
 def test_difficulty_band_cuts_the_task_pools(tmp_path):
     """`difficulty: [lo, hi]` keeps the tasks inside the band and those without a difficulty;
     a band that leaves a source empty is an error naming the source and the band."""
-    from arcforge.stages.agentic_rl import pool_settings
-    from arcforge.train.async_rl import AgenticRLStageCfg
+    from arcforge.stages.agentic_rl import AgenticRLStageCfg, pool_settings
 
     rows = [
         {
@@ -141,8 +139,7 @@ def test_difficulty_band_cuts_the_task_pools(tmp_path):
 def test_a_source_band_replaces_the_stage_band_for_that_source(tmp_path):
     """`sources: [{source, difficulty: [lo, hi]}]` cuts that source only; the others keep the
     stage's band (none here); a bad band is a config error naming the key."""
-    from arcforge.stages.agentic_rl import pool_settings
-    from arcforge.train.async_rl import AgenticRLStageCfg
+    from arcforge.stages.agentic_rl import AgenticRLStageCfg, pool_settings
 
     def write(name, kind, diffs):
         path = tmp_path / f"{name}.jsonl"
@@ -177,8 +174,7 @@ def test_a_source_may_sample_at_its_own_temperature(tmp_path):
     """`sources: [{source, temperature}]` sets its pool's sampling temperature (the others keep
     the stage's); of two sources of one kind at different temperatures, the second gets a
     pool of its own (`search@0.9`), with its own tasks and weight."""
-    from arcforge.stages.agentic_rl import pool_settings
-    from arcforge.train.async_rl import AgenticRLStageCfg
+    from arcforge.stages.agentic_rl import AgenticRLStageCfg, pool_settings
 
     def write(name, kind):
         path = tmp_path / f"{name}.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from arcforge.config import load_config
 from arcforge.errors import UserError
 from arcforge.pipeline import run_pipeline
+from arcforge.run_config import load_config
 from arcforge.stages.agentic_rl import _swarm_pool
 from arcforge.world import World
 from arcforge.world.swarm import swarm_tasks

@@ -214,7 +214,7 @@ def test_llm_route_decomposes_documents_and_deploys():
         ts, summary = synthesize_abe(
             1,
             descriptions=["Find where the Zeta phone's maker is."],
-            client=LLMClient(srv.base_url, "m", backoff=0.01),
+            client=LLMClient(srv.base_url, "m"),
             ops=("add_parameters", "distractors"),
             p_op=1.0,
         )

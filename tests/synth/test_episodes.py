@@ -11,16 +11,16 @@ import pytest
 
 from arcforge.chat.encoding import encode_spans
 from arcforge.chat.template import ThinkingConfig, render
-from arcforge.config import RunCfg, SFTStageCfg
 from arcforge.data import sources
 from arcforge.envs.registry import env_factory, make_env
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.policies import expert_engine, expert_script, terminal_check
+from arcforge.run_config import RunCfg
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.stages.common import world_records
-from arcforge.stages.sft import _conversations
+from arcforge.stages.sft import SFTStageCfg, _conversations
 from arcforge.synth.episodes import (
     KIND_SUITE,
     episode_views,

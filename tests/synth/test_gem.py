@@ -221,9 +221,9 @@ def test_garbage_llm_replies_are_dropped_not_fatal(tmp_path):
 
 
 def test_gem_records_feed_the_sft_stage_with_their_schemas(tmp_path):
-    from arcforge.config import RunCfg, SFTStageCfg
     from arcforge.pipeline import RunContext
-    from arcforge.stages.sft import _conversations
+    from arcforge.run_config import RunCfg
+    from arcforge.stages.sft import SFTStageCfg, _conversations
     from arcforge.world import WorldConfig, build_world
 
     records, _ = synthesize_gem([("m", MATH), ("h", HOWTO)])

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from arcforge.config import ConfigError, parse_config
 from arcforge.data.sources import load_records
-from arcforge.envs.sandbox_bwrap import bwrap_available
+from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext, run_stage
+from arcforge.run_config import parse_config
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.synth.abe import DECOMPOSE_PROMPT
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot
 @pytest.mark.slow
 def test_synth_stage_on_world_repos(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
-    from arcforge.envs.swe_tools import WORLD_SWE_TOOLS
+    from arcforge.world.pysource import WORLD_SWE_TOOLS
 
     raw = {
         "name": "t",

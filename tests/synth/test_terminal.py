@@ -9,9 +9,9 @@ import json
 import pytest
 
 from arcforge.envs.importers import import_harbor
-from arcforge.envs.sandbox_bwrap import bwrap_available
 from arcforge.llm import LLMClient
 from arcforge.replay import ReplayServer
+from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.synth.terminal import TerminalSynthConfig, page_is_tutorial, synthesize_terminal
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")

@@ -30,7 +30,8 @@ from arcforge.rollout.envservice import local_service
 from arcforge.rollout.gateway import WeightSyncTimeout
 from arcforge.rollout.orchestrator import Batch, Group, Mixture, Orchestrator
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.train.async_rl import AgenticRLStageCfg, batch_tensors, kept_probe, train_async_rl
+from arcforge.stages.agentic_rl import AgenticRLStageCfg
+from arcforge.train.async_rl import batch_tensors, kept_probe, train_async_rl
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import pad_trajectories
 from arcforge.types import Message, Reward, Segment, Task, Trajectory

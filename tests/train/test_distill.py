@@ -16,11 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arcforge.eval.stats import wilson_ci
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.train.distill import DistillStageCfg, Teacher, split_by_ratio, train_distill
+from arcforge.stages.distill import DistillStageCfg
+from arcforge.stats import wilson_ci
+from arcforge.train.distill import Teacher, split_by_ratio, train_distill
 from arcforge.train.rl import RLPrompt
 
 PAD, BOS, END, SEP, MA, MB, S0, D0, V = 0, 1, 2, 3, 4, 5, 6, 26, 36

@@ -10,7 +10,6 @@ import torch
 
 from arcforge.chat import parse_assistant, render_ids
 from arcforge.chat.tokens import END
-from arcforge.config import parse_config
 from arcforge.model.checkpoint import init_model, load_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
@@ -19,6 +18,7 @@ from arcforge.replay import ReplayServer
 from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.run_config import parse_config
 from arcforge.stages.common import model_for_stage
 from arcforge.train.general_rl import (
     AnchorEngine,

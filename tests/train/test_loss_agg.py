@@ -8,8 +8,9 @@ import torch
 
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.train.async_rl import AgenticRLStageCfg
-from arcforge.train.rl import RLStageCfg, policy_backward
+from arcforge.stages.agentic_rl import AgenticRLStageCfg
+from arcforge.stages.rl import RLStageCfg
+from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import TokenBatch, sequence_logprobs, sequence_weighted
 
 V, T = 24, 9

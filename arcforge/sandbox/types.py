@@ -18,7 +18,7 @@ SnapshotId = NewType("SnapshotId", str)
 WORKSPACE = "/workspace"
 GRADING = "/grading"
 TRUNCATION_MARKER = "\n[arcforge: output truncated after {n} bytes]\n"
-# Container-like roots (sandbox_root.py): the workspace's container path, the system dirs a
+# Container-like roots (arcforge.sandbox.root): the workspace's container path, the system dirs a
 # layer makes writable, the layer-local venv, and where a task's tests and logs appear.
 APP = "/app"
 LAYER_DIRS = ("etc", "usr/local", "root", "opt", "var", "home", "srv")
@@ -37,8 +37,12 @@ class Limits:
     Attributes:
         wall_time: seconds before the whole exec (every process in it) is killed.
         cpu_seconds: CPU seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL).
-        memory_mb: address space per process in MiB (RLIMIT_AS). Runtimes that reserve huge
-            virtual ranges up front (JVM, Go, some JITs) may need a larger value.
+        memory_mb: memory per process in MiB: address space (RLIMIT_AS) by default, or the
+            data segment (RLIMIT_DATA: heap and private mappings) when `memory_rlimit` is
+            "data". Runtimes that reserve huge virtual ranges up front (JVM, Go, some JITs,
+            every thread's stack reservation) need a larger value under "as".
+        memory_rlimit: "as" or "data". Test suites of real repositories run under "data",
+            which counts memory that is written, not reserved, so threaded tests work.
         max_processes: processes/threads the command may have at once, itself included
             (RLIMIT_NPROC, counted inside the sandbox's own user namespace; bwrap only).
         output_bytes: stdout + stderr kept in total; past it the exec is killed and the
@@ -54,11 +58,12 @@ class Limits:
     output_bytes: int = 1_000_000
     file_size_mb: int = 1024
     tmp_mb: int = 512
+    memory_rlimit: str = "as"
 
 
 @dataclass(frozen=True)
 class RootLayer:
-    """A built system layer for a container-like root (see sandbox_root.py).
+    """A built system layer for a container-like root (see arcforge.sandbox.root).
 
     Attributes:
         path: host directory with app/ (seeds /app) and the LAYER_DIRS trees.

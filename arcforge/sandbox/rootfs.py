@@ -35,10 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from arcforge.envs.sandbox_types import SandboxError
+from arcforge.sandbox.types import SandboxError
 
 BASE_FORMAT = 1
-SANDBOX_UID = 65534  # host uid sandboxes run as when we are root (sandbox_bwrap.UNPRIVILEGED_UID)
+SANDBOX_UID = (
+    65534  # host uid sandboxes run as when we are root (arcforge.sandbox.bwrap.UNPRIVILEGED_UID)
+)
 PY_RELEASE = {
     "3.9": "bullseye",
     "3.10": "bookworm",
@@ -58,8 +60,13 @@ DEBIAN = {
     "latest": "bookworm",
 }
 UBUNTU = {"20.04": "bullseye", "22.04": "bookworm", "24.04": "trixie", "latest": "trixie"}
+UBUNTU_CODENAMES = {"focal": "20.04", "jammy": "22.04", "noble": "24.04"}
+# registries that mirror Docker Hub's official images under their own prefix
+MIRROR_PREFIX = r"^((docker\.io|public\.ecr\.aws/docker|mirror\.gcr\.io)/)?(library/)?"
 # python3 and pygments: the verifier's pytest, bound from the host, runs on them
 BASE_PACKAGES = ["ca-certificates", "curl", "python3", "python3-pygments"]
+# what buildpack-deps and gcc images add: compilers, make, git, wget, ps
+BUILD_PACKAGES = ["build-essential", "git", "procps", "wget"]
 PY_PACKAGES = ["python3-pip", "python3-venv", "python-is-python3"]
 MOUNT_POINTS = ("app", "workspace", "grading", "tests", "logs")
 BLOCKED_RANGES = (
@@ -84,18 +91,24 @@ def rootfs_cache() -> Path:
 
 def base_for(image: str) -> tuple[str, list[str]] | None:
     """(Debian release, packages) standing in for a stock base image; None for other images."""
-    name = re.sub(r"^(docker\.io/)?(library/)?", "", image.split("@")[0])
+    name = re.sub(MIRROR_PREFIX, "", image.split("@")[0])
     repo, _, tag = name.partition(":")
     tag = tag or "latest"
+    for codename, version in UBUNTU_CODENAMES.items():  # buildpack-deps:jammy = ubuntu 22.04
+        if codename in tag:
+            return UBUNTU[version], BASE_PACKAGES + (BUILD_PACKAGES if repo != "ubuntu" else [])
     codename = next((c for c in ("bullseye", "bookworm", "trixie") if c in tag), None)
     if repo == "python" or re.search(r"t-bench/python-3-(\d+)", repo):
         m = re.search(r"3[.-](\d+)", tag if repo == "python" else repo)
         ver = f"3.{m.group(1)}" if m else "3.11"
         release = codename or PY_RELEASE.get(ver, "bookworm")
         return release, BASE_PACKAGES + PY_PACKAGES
-    if repo in ("debian", "buildpack-deps"):
+    if repo in ("debian", "buildpack-deps", "gcc"):
         release = codename or DEBIAN.get(tag.split("-")[0].split(".")[0])
-        return (release, list(BASE_PACKAGES)) if release else None
+        if repo == "gcc":  # gcc:13.3.0-bookworm: that release's gcc (an approximation)
+            release = codename
+        extra = BUILD_PACKAGES if repo != "debian" else []
+        return (release, BASE_PACKAGES + extra) if release else None
     if repo == "ubuntu" or re.search(r"t-bench/ubuntu-(\d+)-(\d+)", repo):
         m = re.search(r"(\d+)[.-](\d+)", tag if repo == "ubuntu" else repo)
         release = UBUNTU.get(f"{m.group(1)}.{m.group(2)}" if m else tag)

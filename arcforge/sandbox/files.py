@@ -5,7 +5,7 @@ Layout of one sandbox on the host (a private temp dir, mode 0711):
     root/workspace/   copy of the caller's workspace; the command's /workspace (read-write)
     root/grading/     the command's /grading: read-only, writable only in grading execs
     root/snapshots/   one full copy per snapshot (mode 0700, never visible inside)
-    root/layer/       container-like roots only (sandbox_root.py): this sandbox's copy of the
+    root/layer/       container-like roots only (arcforge.sandbox.root): this sandbox's copy of the
                       task's system layer (etc, usr/local, root, opt, var, home, srv)
 
 The workspace is *copied* in, never bound: the caller's directory stays pristine and
@@ -29,7 +29,14 @@ import tempfile
 from pathlib import Path
 from typing import Self
 
-from arcforge.envs.sandbox_types import GRADING, WORKSPACE, SandboxError, SnapshotId
+from arcforge.sandbox.types import (
+    GRADING,
+    WORKSPACE,
+    ExecResult,
+    Limits,
+    SandboxError,
+    SnapshotId,
+)
 
 
 def _copy_entry(src: str, dst: str) -> None:
@@ -63,6 +70,20 @@ def clear_dir(path: Path) -> None:
             os.unlink(entry.path)
 
 
+def next_snapshot(ids: list[SnapshotId]) -> SnapshotId:
+    """The id the next snapshot takes ("snap-0", "snap-1", ...)."""
+    return SnapshotId(f"snap-{len(ids)}")
+
+
+def known_snapshot(ids: list[SnapshotId], sid: SnapshotId | None) -> SnapshotId:
+    """`sid` when it was taken (None: the latest one); a SandboxError for any other id."""
+    if sid is None and ids:
+        sid = ids[-1]
+    if sid not in ids:
+        raise SandboxError(f"unknown snapshot {sid!r}")
+    return sid
+
+
 def etc_identity(uid: int) -> dict[str, str]:
     """passwd, group and hosts for a sandbox whose user is `uid` (named \"sandbox\")."""
     return {
@@ -76,7 +97,7 @@ def etc_identity(uid: int) -> dict[str, str]:
 class HostStore:
     """The host directories behind one sandbox, and safe path mapping into them.
 
-    With `layer` (a container-like root's layer directory, see sandbox_root.py) the layer's
+    With `layer` (a container-like root's layer directory, see arcforge.sandbox.root) the layer's
     `app/` seeds the workspace (the caller's workspace is copied on top), its system dirs are
     copied to root/layer/, sandbox paths under them (/etc/..., /usr/local/...) map there, and
     snapshots include them (the initial one refers to the cached layer instead of copying it).
@@ -192,7 +213,7 @@ class HostStore:
     def snapshot(self, layer_from: Path | None = None) -> SnapshotId:
         """Copy the workspace (and the layer) aside. `layer_from`: an unmodified source of the
         layer to refer to instead of copying it (the cached layer, for the initial snapshot)."""
-        sid = SnapshotId(f"snap-{len(self._ids)}")
+        sid = next_snapshot(self._ids)
         copy_tree(self.workspace, self.snapshots / sid)
         if self.layer is not None:
             if layer_from is None:
@@ -204,11 +225,7 @@ class HostStore:
 
     def restore(self, sid: SnapshotId | None) -> None:
         """Make the workspace exactly snapshot `sid` (None: the latest one)."""
-        if sid is None and self._ids:
-            sid = self._ids[-1]
-        if sid not in self._ids:
-            raise SandboxError(f"unknown snapshot {sid!r}")
-        src = self.snapshots / sid
+        src = self.snapshots / known_snapshot(self._ids, sid)
         clear_dir(self.workspace)
         copy_tree(src, self.workspace)
         shutil.copystat(src, self.workspace)
@@ -224,16 +241,50 @@ class HostStore:
 
 
 class StoreBackedSandbox:
-    """File methods and the context manager, shared by every backend (one level of subclassing).
+    """`exec`, the file methods and the context manager, shared by every backend (one level of
+    subclassing).
 
-    A backend sets `backend`, `workdir`, `store` and implements `exec` and `close`; after a
-    host-side change it may need `_after_host_change` (the docker backend re-owns files).
+    A backend sets `backend`, `workdir`, `limits`, `store` and implements `_run` and `close`;
+    after a host-side change it may need `_after_host_change` (the docker backend re-owns files).
     """
 
     backend: str
     workdir: str
+    limits: Limits
     store: HostStore
     closed: bool = False
+
+    def exec(
+        self,
+        cmd: str,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        grading: bool = False,
+    ) -> ExecResult:
+        """Run `cmd` in a shell inside the sandbox (the backend's `_run` says which shell).
+
+        Args:
+            cmd: shell command line.
+            timeout: wall-clock seconds (default: limits.wall_time).
+            stdin: text fed to the command.
+            env: extra environment variables (on top of the backend's base environment).
+            cwd: working directory inside (default: the backend's).
+            grading: run with /grading writable for this exec only (graders write reports
+                there; agent execs see it read-only, so they cannot forge them).
+        """
+        if self.closed:
+            raise SandboxError("sandbox is closed")
+        wall = self.limits.wall_time if timeout is None else timeout
+        return self._run(cmd, wall, stdin, env or {}, cwd, grading)
+
+    def _run(
+        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
+        grading: bool,
+    ) -> ExecResult:
+        """Run `cmd` in an open sandbox within `wall` seconds (arguments as `exec`)."""
+        raise NotImplementedError
 
     def _after_host_change(self) -> None:
         pass

@@ -13,7 +13,7 @@ exec. When we run as host root the sandbox runs as the unprivileged host uid 655
 the kernel never applies RLIMIT_NPROC to host root, even inside a user namespace, and a
 breakout should not land as root. Inside, the command is uid 1000 ("sandbox") with no
 capabilities and no way to create further user namespaces.
-With `root=RootLayer(...)` the sandbox is a container-like root instead (sandbox_root.py):
+With `root=RootLayer(...)` the sandbox is a container-like root instead (arcforge.sandbox.root):
 uid 0 inside (still no capabilities, still the same unprivileged host uid), the layer's copies
 bound read-write at /etc, /usr/local, /root, /opt, /var, /home and /srv, the workspace at /app
 (and /workspace), grading/tests and grading/logs at /tests and /logs. `network=True` (used only
@@ -31,9 +31,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from arcforge.envs.sandbox_exec import run_capped, wrap_command
-from arcforge.envs.sandbox_files import HostStore, StoreBackedSandbox, copy_tree, etc_identity
-from arcforge.envs.sandbox_types import (
+from arcforge.sandbox.execution import run_bwrap, wrap_command
+from arcforge.sandbox.files import HostStore, StoreBackedSandbox, copy_tree, etc_identity
+from arcforge.sandbox.types import (
     APP,
     CONTAINER_MOUNTS,
     GRADING,
@@ -256,48 +256,21 @@ class BwrapSandbox(StoreBackedSandbox):
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, self.shell)]
 
-    def exec(
-        self,
-        cmd: str,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        grading: bool = False,
+    def _run(
+        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
+        grading: bool,
     ) -> ExecResult:
         """Run `cmd` with bash inside a fresh sandbox over this workspace.
 
-        Args:
-            cmd: shell command line (bash).
-            timeout: wall-clock seconds (default: limits.wall_time).
-            stdin: text fed to the command.
-            env: extra environment variables (on top of PATH, HOME=/tmp, LANG, USER; in a
-                container root HOME=/root, USER=root and the layer's ENV).
-            cwd: working directory inside (default /workspace; a container root's WORKDIR).
-            grading: bind /grading read-write for this exec only (graders write reports
-                there; agent execs see it read-only, so they cannot forge them).
+        `env` comes on top of PATH, HOME=/tmp, LANG, USER (in a container root HOME=/root,
+        USER=root and the layer's ENV); the default cwd is /workspace (a container root's
+        WORKDIR); `grading` binds /grading read-write for this exec only.
         """
-        if self.closed:
-            raise SandboxError("sandbox is closed")
         default_cwd = self.root.workdir if self.root is not None else WORKSPACE
         if self.root is not None and cwd is None and not self._is_dir(default_cwd):
             default_cwd = APP  # the agent removed the WORKDIR: run in /app rather than fail
-        argv = self.argv(cmd, env or {}, cwd or default_cwd, grading)
-        wall = self.limits.wall_time if timeout is None else timeout
-        res = run_capped(
-            argv,
-            timeout=wall,
-            output_bytes=self.limits.output_bytes,
-            stdin=stdin,
-            env={"PATH": PATH},
-            cwd=str(self.store.root),
-            user=self.uid,
-        )
-        if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
-            raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
-        if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
-            raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
-        return res
+        argv = self.argv(cmd, env, cwd or default_cwd, grading)
+        return run_bwrap(argv, wall, stdin, self.limits, self.store.root, self.uid)
 
     def _is_dir(self, path: str) -> bool:
         try:

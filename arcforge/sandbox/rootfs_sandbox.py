@@ -9,6 +9,12 @@ look there); the grading dir at /grading and its tests/ and logs/ at /tests and 
 read-only to the agent, writable in grading execs. No network, unless the sandbox belongs to
 an image build (`network=BuildNetwork`): then it runs inside that build's namespace.
 
+Without a network, `apt-get`/`apt` are fronted by APT_SHIM (bound over /usr/local/sbin, first on
+PATH): `update` succeeds on the image's package lists, an install of packages the image already
+has runs the real apt (a no-op "already the newest version"), and an install that needs a
+download fails at once, naming the packages and why (a solution script that starts
+`apt-get update && apt-get install -y X` under `set -e` works when the image has X).
+
 Host-side file methods map sandbox paths into the view: relative paths and /workspace to
 /app, /grading to the grading dir, any other absolute path into the root. Paths resolve with
 the root as `/` (an absolute symlink inside points into the root, never at the host), and
@@ -28,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.rootfs import SANDBOX_UID, BuildNetwork, CowView, chown_tree
-from arcforge.envs.sandbox_exec import run_capped, wrap_command
-from arcforge.envs.sandbox_files import StoreBackedSandbox, copy_tree
-from arcforge.envs.sandbox_types import (
+from arcforge.sandbox.execution import run_bwrap, wrap_command
+from arcforge.sandbox.files import StoreBackedSandbox, copy_tree, known_snapshot, next_snapshot
+from arcforge.sandbox.rootfs import SANDBOX_UID, BuildNetwork, CowView, chown_tree
+from arcforge.sandbox.types import (
     APP,
     CONTAINER_MOUNTS,
     GRADING,
@@ -43,6 +49,38 @@ from arcforge.envs.sandbox_types import (
 )
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+APT_SHIM = r"""#!/bin/sh
+# apt in an episode without a network: see arcforge.sandbox.rootfs_sandbox
+name=${0##*/}
+real=/usr/bin/$name
+skip=
+cmd=
+for a in "$@"; do
+  if [ -n "$skip" ]; then skip=; continue; fi
+  case "$a" in
+    -o|-c|-t|--option|--config-file|--target-release) skip=1 ;;
+    -*) ;;
+    *) cmd=$a; break ;;
+  esac
+done
+case "$cmd" in
+  update)
+    echo "$name update: no network in this episode; using the image's package lists" >&2
+    exit 0 ;;
+  install|reinstall|upgrade|dist-upgrade|full-upgrade|build-dep|source|download)
+    plan=$("$real" -s "$@" 2>&1)
+    rc=$?
+    new=$(printf '%s\n' "$plan" | sed -n 's/^Inst \([^ ]*\).*/\1/p' | tr '\n' ' ')
+    if [ $rc -ne 0 ] || [ -n "$new" ]; then
+      printf '%s\n' "$plan" | grep -E '^(E|W):' >&2
+      echo "$name $cmd: ${new:-$*}: not in this task's image, and episodes have no" \
+        "network (only the image build has one): install the package(s) in the Dockerfile" >&2
+      exit 100
+    fi
+    exec "$real" "$@" ;;
+esac
+exec "$real" "$@"
+"""
 
 
 @dataclass(frozen=True)
@@ -134,19 +172,16 @@ class RootfsStore:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
 
     def snapshot(self) -> SnapshotId:
-        sid = SnapshotId(f"snap-{len(self._ids)}")
+        sid = next_snapshot(self._ids)
         _cp_a(self.view.upper, self.snapshots / sid)
         self._ids.append(sid)
         return sid
 
     def restore(self, sid: SnapshotId | None) -> None:
-        if sid is None and self._ids:
-            sid = self._ids[-1]
-        if sid not in self._ids:
-            raise SandboxError(f"unknown snapshot {sid!r}")
+        src = self.snapshots / known_snapshot(self._ids, sid)
         self.view.unmount()
         shutil.rmtree(self.view.upper)
-        _cp_a(self.snapshots / sid, self.view.upper)
+        _cp_a(src, self.view.upper)
         self.view.mount()
 
 
@@ -189,6 +224,10 @@ class RootfsSandbox(StoreBackedSandbox):
         self.extra_ro_binds = {str(Path(k).resolve()): v for k, v in (extra_ro_binds or {}).items()}
         self.uid = SANDBOX_UID if os.geteuid() == 0 else None
         self.store: Any = RootfsStore(image, parent)
+        self.apt_shim = None if network else self.store.root / "apt-shim"
+        if self.apt_shim is not None:
+            self.apt_shim.write_text(APT_SHIM)
+            self.apt_shim.chmod(0o755)
         try:
             if workspace is not None:
                 self.copy_in(workspace, APP)
@@ -242,6 +281,9 @@ class RootfsSandbox(StoreBackedSandbox):
         ]
         if self.network:
             args += ["--ro-bind", str(self.network.resolv), "/etc/resolv.conf"]
+        elif self.apt_shim is not None:
+            for name in ("apt-get", "apt"):
+                args += ["--ro-bind", str(self.apt_shim), f"/usr/local/sbin/{name}"]
         for host, inside in self.extra_ro_binds.items():
             args += ["--ro-bind", host, inside]
         base = {
@@ -257,19 +299,12 @@ class RootfsSandbox(StoreBackedSandbox):
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, "/bin/bash")]
 
-    def exec(
-        self,
-        cmd: str,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        grading: bool = False,
+    def _run(
+        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
+        grading: bool,
     ) -> ExecResult:
-        """Run `cmd` with bash in the image's root (arguments as `BwrapSandbox.exec`; the
-        default cwd is the image's WORKDIR, or /app when the agent removed it)."""
-        if self.closed:
-            raise SandboxError("sandbox is closed")
+        """Run `cmd` with bash in the image's root (env on top of PATH, HOME=/root and the
+        image's ENV; the default cwd is the image's WORKDIR, or /app when the agent removed it)."""
         if cwd is None:
             cwd = self.image.workdir
             try:
@@ -277,21 +312,8 @@ class RootfsSandbox(StoreBackedSandbox):
                     cwd = APP
             except SandboxError:
                 cwd = APP
-        argv = self.argv(cmd, env or {}, cwd, grading)
-        res = run_capped(
-            argv,
-            timeout=self.limits.wall_time if timeout is None else timeout,
-            output_bytes=self.limits.output_bytes,
-            stdin=stdin,
-            env={"PATH": PATH},
-            cwd=str(self.store.root),
-            user=self.uid,
-        )
-        if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
-            raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
-        if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
-            raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
-        return res
+        argv = self.argv(cmd, env, cwd, grading)
+        return run_bwrap(argv, wall, stdin, self.limits, self.store.root, self.uid)
 
     # file methods: the store maps paths into the view (StoreBackedSandbox's take a workdir)
     def write_file(self, path: str, content: str | bytes, mode: int | None = None) -> None:

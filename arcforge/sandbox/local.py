@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from arcforge.envs.sandbox_exec import run_capped, wrap_command
-from arcforge.envs.sandbox_files import HostStore, StoreBackedSandbox
-from arcforge.envs.sandbox_types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError
+from arcforge.sandbox.execution import run_capped, wrap_command
+from arcforge.sandbox.files import HostStore, StoreBackedSandbox
+from arcforge.sandbox.types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError
 
 
 class LocalSandbox(StoreBackedSandbox):
@@ -31,30 +31,22 @@ class LocalSandbox(StoreBackedSandbox):
         self.store = HostStore(workspace, owner=None)
         self.workdir = str(self.store.workspace)
 
-    def exec(
-        self,
-        cmd: str,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        grading: bool = False,
+    def _run(
+        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
+        grading: bool,
     ) -> ExecResult:
         """Run `cmd` with bash in the workspace copy (`grading` has no effect: nothing is
         read-only here)."""
-        if self.closed:
-            raise SandboxError("sandbox is closed")
         if cwd is not None and cwd.startswith(WORKSPACE):
             cwd = self.workdir + cwd[len(WORKSPACE) :]
         elif cwd is not None and cwd.startswith(GRADING):
             cwd = str(self.store.grading) + cwd[len(GRADING) :]
-        wall = self.limits.wall_time if timeout is None else timeout
         return run_capped(
             wrap_command(cmd, self.limits, nproc=False),
             timeout=wall,
             output_bytes=self.limits.output_bytes,
             stdin=stdin,
-            env={**os.environ, **self.env, **(env or {})},
+            env={**os.environ, **self.env, **env},
             cwd=cwd or self.workdir,
         )
 

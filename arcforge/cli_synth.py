@@ -63,10 +63,25 @@ def _summary(out: Path) -> dict:
 def swe_cmd(
     repo: Path = typer.Option(..., "--repo", help="A local git repository with pytest tests."),
     out: Path = typer.Option(..., "--out", help="Output dir (instances.jsonl, summary.json)."),
+    commit: list[str] = typer.Option(
+        None, "--commit", help="A fix commit (base = its first parent); repeatable."
+    ),
+    commits: str = typer.Option(None, "--commits", help="Every commit of the range A..B."),
     records: Path = typer.Option(
         None, help="SWE-bench style JSONL (base_commit, patch, test_patch) instead of commits."
     ),
     bugs: int = typer.Option(0, help="Synthesize this many AST-mutation bugs instead."),
+    install: str = typer.Option(
+        "",
+        help="Install command run in the repo with the environment's pip on PATH "
+        "(default: pip install -e .[test extras] + test requirements).",
+    ),
+    test_deps: str = typer.Option("", help="Extra test requirements, comma-separated."),
+    no_install: bool = typer.Option(
+        False, "--no-install", help="Run tests on the host's pytest without installing the repo."
+    ),
+    repo_name: str = typer.Option(None, help="owner/name (default: from the git remote)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Recompute instead of resuming --out."),
     runs: int = typer.Option(3, help="Test runs per repository state (flaky tests dropped)."),
     workers: int = typer.Option(2, help="Candidates validated in parallel."),
     max_commits: int = typer.Option(200, help="Newest commits scanned for fixes."),
@@ -77,13 +92,31 @@ def swe_cmd(
     llm_model: str = LLMModel,
     llm_key_env: str = LLMKey,
 ) -> None:
-    """SWE-bench-style instances from a git repo: fix commits (or records) or synthetic bugs."""
+    """SWE-bench instances from a git repo: fix commits (one, a range, or the newest), SWE-bench
+    records, or synthetic bugs. Reruns into the same --out resume (--fresh recomputes)."""
+    from arcforge.envs.swe_venv import InstallSpec
+    from arcforge.synth import swe_git as G
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs, synthesize_from_repo
+    from arcforge.synth.swe_meta import repo_slug
 
     if records is not None and not records.is_file():
         raise UserError(f"--records {records}: no such file")
     if runs < 1 or bugs < 0:
         raise UserError("--runs must be >= 1 and --bugs >= 0")
+    if sum(bool(x) for x in (commit, commits, records, bugs)) > 1:
+        raise UserError("give one of --commit, --commits, --records and --bugs")
+    if no_install and (install or test_deps):
+        raise UserError("--no-install cannot be combined with --install or --test-deps")
+    top = G.check_repo(repo)
+    shas = None
+    if commit:
+        shas = [G.resolve_commit(top, c) for c in commit]
+    elif commits:
+        shas = G.range_commits(top, commits)
+    try:
+        repo_slug(top, repo_name)
+    except ValueError as err:
+        raise UserError(str(err)) from None
     cfg = SWESynthConfig(
         runs=runs,
         backend=backend,
@@ -93,12 +126,28 @@ def swe_cmd(
         max_commits=max_commits,
         max_bugs=bugs,
         seed=seed,
+        commits=shas,
+        install=InstallSpec(
+            install, tuple(t.strip() for t in test_deps.split(",") if t.strip()), not no_install
+        ),
+        repo_name=repo_name,
     )
     if bugs:
         recs, path = synthesize_bugs(repo, out, cfg)
     else:
-        recs, path = synthesize_from_repo(repo, out, cfg, records)
-    typer.echo(json.dumps({"instances": len(recs), "out": str(path), "steps": _summary(out)}))
+        recs, path = synthesize_from_repo(repo, out, cfg, records, fresh=fresh)
+    steps = json.loads((out / "summary.json").read_text())["steps"]
+    resumed = steps[0].get("resumed", 0) if steps else 0
+    if resumed:
+        typer.echo(
+            f"resumed {resumed} of {steps[0]['in']} candidates already decided in {out} "
+            "(--fresh recomputes them)",
+            err=True,
+        )
+    res = {"instances": len(recs), "out": str(path), "resumed": resumed, "steps": _summary(out)}
+    if (out / "drops.jsonl").is_file():
+        res["drops"] = str(out / "drops.jsonl")
+    typer.echo(json.dumps(res))
 
 
 def _lines(path: Path | None) -> list[str]:
@@ -158,7 +207,7 @@ def terminal_cmd(
         raise UserError("synth terminal needs an LLM: pass --llm-url (e.g. of `arcforge serve`)")
     all_seeds = list(seed) + _lines(seeds)
     if world_seeds:
-        from arcforge.config import load_config
+        from arcforge.run_config import load_config
         from arcforge.stages import build_world_from_cfg
 
         w = build_world_from_cfg(load_config(config))

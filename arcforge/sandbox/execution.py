@@ -17,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from arcforge.envs.sandbox_types import TRUNCATION_MARKER, ExecResult, Limits
+from arcforge.sandbox.types import TRUNCATION_MARKER, ExecResult, Limits
 
 _CHUNK = 65536
 
@@ -35,7 +35,7 @@ def limits_prefix(limits: Limits, nproc: bool = True, nproc_slack: int = 1) -> s
         # soft < hard: SIGXCPU first (catchable, recognisable), SIGKILL a second later
         f"ulimit -S -t {int(limits.cpu_seconds)}",
         f"ulimit -H -t {int(limits.cpu_seconds) + 1}",
-        f"ulimit -v {int(limits.memory_mb) * 1024}",
+        f"ulimit -{'d' if limits.memory_rlimit == 'data' else 'v'} {int(limits.memory_mb) * 1024}",
         f"ulimit -f {int(limits.file_size_mb) * 1024}",  # bash counts -f in 1024-byte blocks
         "ulimit -c 0",
     ]
@@ -189,3 +189,29 @@ def run_capped(
         truncated=cap.truncated,
         duration=time.monotonic() - start,
     )
+
+
+def run_bwrap(
+    argv: list[str],
+    wall: float,
+    stdin: str | None,
+    limits: Limits,
+    root: Path,
+    uid: int | None,
+) -> ExecResult:
+    """Run a bubblewrap command line from `root` as `uid` with PATH only; bubblewrap's own
+    failures and limits that could not be applied raise SandboxError instead of returning."""
+    res = run_capped(
+        argv,
+        timeout=wall,
+        output_bytes=limits.output_bytes,
+        stdin=stdin,
+        env={"PATH": PATH},
+        cwd=str(root),
+        user=uid,
+    )
+    if res.exit_code == 1 and res.stderr.startswith("bwrap:"):
+        raise SandboxError(f"bubblewrap failed: {res.stderr.strip()}")
+    if res.exit_code == 125 and res.stderr.endswith("arcforge: cannot set limits\n"):
+        raise SandboxError(f"could not apply limits: {res.stderr.strip()}")
+    return res

@@ -6,8 +6,8 @@ RUN lines run unchanged (apt-get install, writes to /usr/share, /data, /server a
 sandbox joined to a private build network (outbound through slirp4netns; the host's loopback
 and private ranges unreachable); COPY/ADD copy build-context files to any path (through the
 sandbox, so symlinks in the image resolve as they would in it); WORKDIR, ENV and ARG are
-recorded and expanded. Then the verifier's hoisted `pip install`s run. /tmp stays as the
-build left it.
+recorded and expanded. Then the verifier's hoisted `apt-get install`s and `pip install`s run
+(episodes have no network, builds do). /tmp stays as the build left it.
 
 Images are cached under <rootfs cache>/images/<key>, the key hashing the Dockerfile, every file
 of its build context, the hoisted packages and the base. A failed build is cached too, as
@@ -31,7 +31,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arcforge.envs.rootfs import (
+from arcforge.sandbox.root import (
+    _env_pairs,
+    _expand,
+    context_key,
+    dockerfile_needs,
+    failure_detail,
+    logical_lines,
+)
+from arcforge.sandbox.rootfs import (
     BuildNetwork,
     RootfsError,
     base_for,
@@ -39,9 +47,8 @@ from arcforge.envs.rootfs import (
     rootfs_blockers,
     rootfs_cache,
 )
-from arcforge.envs.sandbox_root import _env_pairs, _expand, dockerfile_needs, logical_lines
-from arcforge.envs.sandbox_rootfs import PATH, RootfsImage, RootfsSandbox
-from arcforge.envs.sandbox_types import APP, Limits, SandboxError
+from arcforge.sandbox.rootfs_sandbox import PATH, RootfsImage, RootfsSandbox
+from arcforge.sandbox.types import APP, Limits, SandboxError
 
 IMAGE_FORMAT = 1
 BUILD_LIMITS = Limits(
@@ -49,6 +56,18 @@ BUILD_LIMITS = Limits(
 )
 PIP_PASS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT")
 STAGE = "/grading/.context"  # where a COPY's sources are staged for the in-sandbox copy
+# the host's CA bundle, bound into builds (an HTTPS proxy's CA included) and named by the
+# variables pip, curl, requests and OpenSSL read; no trace of it stays in the image
+HOST_CA = "/etc/arcforge-host-ca.crt"
+CA_VARS = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+def host_ca_bundle() -> Path | None:
+    """The CA bundle this host trusts ($SSL_CERT_FILE, else Debian's), when there is one."""
+    for cand in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if cand and Path(cand).is_file():
+            return Path(cand)
+    return None
 
 
 @dataclass
@@ -86,15 +105,12 @@ def image_needs(text: str, compose: str = "") -> list[str]:
     return sorted(set(reasons + rootfs_blockers()))
 
 
-def image_key(dockerfile: Path | None, extra_pip: list[str], base: tuple) -> str:
-    h = hashlib.sha256(f"arcforge-image-{IMAGE_FORMAT}:{sorted(extra_pip)}:{base}".encode())
-    if dockerfile is not None:
-        h.update(dockerfile.read_bytes())
-        for f in sorted(dockerfile.parent.rglob("*")):
-            if f.is_file() and not f.is_symlink():
-                h.update(f.relative_to(dockerfile.parent).as_posix().encode())
-                h.update(hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()[:20]
+def image_key(
+    dockerfile: Path | None, extra_pip: list[str], base: tuple, extra_apt: list[str] = ()
+) -> str:
+    apt = f":apt={sorted(extra_apt)}" if extra_apt else ""
+    h = hashlib.sha256(f"arcforge-image-{IMAGE_FORMAT}:{sorted(extra_pip)}:{base}{apt}".encode())
+    return context_key(h, dockerfile)
 
 
 class _Replay:
@@ -113,9 +129,8 @@ class _Replay:
         res = self.sb.exec(cmd, cwd=cwd or self.workdir, env=self.vars(), grading=True)
         self.log.append(f"{what[:100]} -> exit {res.exit_code} in {res.duration:.1f}s")
         if not res.ok:
-            tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
-            why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-            self.failed.append(f"Dockerfile {what[:100]} failed ({why}): {' | '.join(tail)[:300]}")
+            why, tail = failure_detail(res)
+            self.failed.append(f"Dockerfile {what[:100]} failed ({why}): {tail}")
         return res.ok
 
     def copy(self, op: str, arg: str) -> bool:
@@ -193,6 +208,7 @@ def build_image(
     extra_pip: list[str] | tuple[str, ...] = (),
     cache: str | Path | None = None,
     force: bool = False,
+    extra_apt: list[str] | tuple[str, ...] = (),
 ) -> ImageBuild:
     """The cached real-root image of `dockerfile` (None: a bare python base), built when missing.
 
@@ -202,6 +218,7 @@ def build_image(
         extra_pip: packages pip-installed after the Dockerfile (the verifier's installs).
         cache: cache root (default `rootfs_cache()`).
         force: rebuild even when cached (a cached failure too).
+        extra_apt: Debian packages apt-installed after the Dockerfile (the verifier's installs).
     Returns:
         ImageBuild with the image, or `unsupported` listing every reason there is none.
     """
@@ -212,8 +229,8 @@ def build_image(
     root = Path(cache) if cache is not None else rootfs_cache()
     base_spec = base_for(_from_image(text))
     assert base_spec is not None  # image_needs checked it
-    extra_pip = list(extra_pip)
-    key = image_key(df, extra_pip, (base_spec[0], tuple(base_spec[1])))
+    extra_pip, extra_apt = list(extra_pip), list(extra_apt)
+    key = image_key(df, extra_pip, (base_spec[0], tuple(base_spec[1])), extra_apt)
     final, failed = root / "images" / key, root / "images" / f"{key}.failed.json"
     if not force and (hit := _cached(final, failed)):
         return hit
@@ -233,8 +250,17 @@ def build_image(
             return ImageBuild(None, [str(err)])
         try:
             env = {k: os.environ[k] for k in PIP_PASS if k in os.environ}
+            binds = {}
+            if (ca := host_ca_bundle()) is not None:
+                binds = {ca: HOST_CA}
+                env.update({k: HOST_CA for k in CA_VARS})
             sb = RootfsSandbox(
-                RootfsImage((base,)), BUILD_LIMITS, env=env, network=net, parent=work
+                RootfsImage((base,)),
+                BUILD_LIMITS,
+                env=env,
+                network=net,
+                parent=work,
+                extra_ro_binds=binds,
             )
             try:
                 rep = _Replay(sb, df.parent if df is not None else work, log)
@@ -243,11 +269,16 @@ def build_image(
                     op, _, arg = line.partition(" ")
                     if not (ok := rep.step(op.upper(), arg.strip())):
                         break
+                if ok and extra_apt:  # the lists may be gone (rm -rf /var/lib/apt/lists)
+                    pkgs = shlex.join(extra_apt)
+                    apt = f"apt-get install -y -q {pkgs} || (apt-get update -q && apt-get install -y -q {pkgs})"
+                    ok = rep.exec(apt, f"verifier apt-get install {pkgs}", cwd="/")
                 if ok and extra_pip:
                     pip = f"python3 -m pip install -q {shlex.join(extra_pip)}"
                     ok = rep.exec(pip, f"verifier {pip}", cwd="/")
                 sb.store.view.unmount()
                 upper = sb.store.view.upper
+                (upper / HOST_CA.lstrip("/")).unlink(missing_ok=True)  # the bind's mount point
                 sb.closed = True  # its upper dir becomes the layer; nothing else to undo
             finally:
                 if not sb.closed:

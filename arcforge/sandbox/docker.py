@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.sandbox_exec import limits_prefix
-from arcforge.envs.sandbox_files import HostStore, StoreBackedSandbox
-from arcforge.envs.sandbox_types import (
+from arcforge.sandbox.execution import limits_prefix
+from arcforge.sandbox.files import HostStore, StoreBackedSandbox
+from arcforge.sandbox.types import (
     GRADING,
     TRUNCATION_MARKER,
     WORKSPACE,
@@ -95,19 +95,11 @@ class DockerSandbox(StoreBackedSandbox):
             user="0:0",
         )
 
-    def exec(
-        self,
-        cmd: str,
-        timeout: float | None = None,
-        stdin: str | None = None,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        grading: bool = False,
+    def _run(
+        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
+        grading: bool,
     ) -> ExecResult:
         """Run `cmd` with sh in the container (`stdin` is written to a temp file and piped)."""
-        if self.closed:
-            raise SandboxError("sandbox is closed")
-        wall = self.limits.wall_time if timeout is None else timeout
         if stdin is not None:
             self.store.write(".arcforge_stdin", stdin, 0o644, WORKSPACE)
             self._after_host_change()
@@ -120,7 +112,7 @@ class DockerSandbox(StoreBackedSandbox):
             self.container.id,
             argv,
             workdir=cwd or WORKSPACE,
-            environment={**self.env, **(env or {})},
+            environment={**self.env, **env},
             user="0:0" if grading else AGENT_USER,
         )["Id"]
         stream = api.exec_start(exec_id, stream=True, demux=True)

@@ -2,7 +2,7 @@
 
 Backends:
     bwrap  (default on Linux) bubblewrap namespaces: no network, read-only system dirs, no
-           host files, private PID space, a private writable /workspace; see sandbox_bwrap.
+           host files, private PID space, a private writable /workspace; see arcforge.sandbox.bwrap.
     docker a container per sandbox where a daemon answers (optional `docker` extra).
     local  a plain subprocess in a temp dir, for trusted commands only (`trusted=True`).
 
@@ -34,7 +34,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.sandbox_types import (
+from arcforge.sandbox.types import (
     GRADING,
     WORKSPACE,
     ExecResult,
@@ -83,11 +83,11 @@ def open_sandbox(
     """
     limits = limits or Limits()
     if backend == "bwrap":
-        from arcforge.envs.sandbox_bwrap import BwrapSandbox
+        from arcforge.sandbox.bwrap import BwrapSandbox
 
         return BwrapSandbox(workspace, limits, **kw)
     if backend == "docker":
-        from arcforge.envs.sandbox_docker import DockerSandbox
+        from arcforge.sandbox.docker import DockerSandbox
 
         return DockerSandbox(workspace, limits, **kw)
     if backend == "local":
@@ -96,7 +96,7 @@ def open_sandbox(
                 "the 'local' backend runs commands unsandboxed on the host; pass trusted=True "
                 "only for commands you wrote yourself, or use backend='bwrap'"
             )
-        from arcforge.envs.sandbox_local import LocalSandbox
+        from arcforge.sandbox.local import LocalSandbox
 
         return LocalSandbox(workspace, limits, **kw)
     raise ValueError(f"unknown sandbox backend {backend!r}; choose bwrap, docker or local")
@@ -104,8 +104,8 @@ def open_sandbox(
 
 def available_backends() -> list[str]:
     """Backends that can start here, most isolated first ("local" is always last)."""
-    from arcforge.envs.sandbox_bwrap import bwrap_available
-    from arcforge.envs.sandbox_docker import docker_client
+    from arcforge.sandbox.bwrap import bwrap_available
+    from arcforge.sandbox.docker import docker_client
 
     found = ["bwrap"] if bwrap_available() else []
     if docker_client() is not None:

@@ -3,7 +3,7 @@ task's Dockerfile replayed into a cached per-task layer (docs/sandbox.md).
 
 Terminal-Bench and Harbor tasks are written for a container: they run as root in /app, and
 their Dockerfile installs packages and writes to /etc, /usr/local or /root. The bwrap backend
-gives that view when opened with `root=RootLayer(...)` (see sandbox_bwrap.py):
+gives that view when opened with `root=RootLayer(...)` (see arcforge.sandbox.bwrap):
 
 - uid 0 inside the sandbox's user namespace (on the host still our uid, or 65534 when we are
   root), with no capabilities, no network and no way to see host files;
@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.rootfs import BuildNetwork
-from arcforge.envs.sandbox_files import copy_tree
-from arcforge.envs.sandbox_types import APP, LAYER_DIRS, VENV, Limits, RootLayer
+from arcforge.sandbox.files import copy_tree
+from arcforge.sandbox.rootfs import BuildNetwork
+from arcforge.sandbox.types import APP, LAYER_DIRS, VENV, ExecResult, Limits, RootLayer
 
 __all__ = ["LayerBuild", "RootLayer", "build_layer", "dockerfile_needs", "layer_cache"]
 
@@ -234,6 +234,12 @@ def _layer_key(dockerfile: Path | None, extra_pip: list[str]) -> str:
     h = hashlib.sha256(f"arcforge-layer-{LAYER_FORMAT}:{sorted(extra_pip)}".encode())
     py = Path("/usr/bin/python3")
     h.update(f"{os.path.realpath(py)}:{py.stat().st_size if py.exists() else 0}".encode())
+    return context_key(h, dockerfile)
+
+
+def context_key(h: Any, dockerfile: Path | None) -> str:
+    """Feed the Dockerfile and every regular file of its build context (path and content)
+    into the hash `h`; return the cache key: its first 20 hex digits."""
     if dockerfile is not None:
         h.update(dockerfile.read_bytes())
         for f in sorted(dockerfile.parent.rglob("*")):
@@ -243,10 +249,18 @@ def _layer_key(dockerfile: Path | None, extra_pip: list[str]) -> str:
     return h.hexdigest()[:20]
 
 
+def failure_detail(res: ExecResult) -> tuple[str, str]:
+    """Why a build step's exec failed ("timed out" or "exit N") and its output's last three
+    lines joined by " | " (at most 300 characters), for the build's reasons."""
+    tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
+    why = "timed out" if res.timed_out else f"exit {res.exit_code}"
+    return why, " | ".join(tail)[:300]
+
+
 def init_layer(dest: Path) -> None:
     """An empty layer, as a stock Debian image has it: the toolchain's /etc with root's
     identity, empty /usr/local, /root, /opt, /var (tmp, log, lib, cache), /home, /srv, /app."""
-    from arcforge.envs.sandbox_bwrap import populate_etc
+    from arcforge.sandbox.bwrap import populate_etc
 
     for d in (*LAYER_DIRS, "app"):
         (dest / d).mkdir(parents=True, exist_ok=True)
@@ -283,11 +297,8 @@ class _Builder:
         res = sb.exec(cmd, cwd=cwd or self.workdir, env={**self.args, **self.env})  # type: ignore[attr-defined]
         self.log.append(f"RUN {cmd[:100]} -> exit {res.exit_code} in {res.duration:.1f}s")
         if not res.ok:
-            tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
-            why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-            self.unsupported.append(
-                f"Dockerfile RUN failed ({why}): {cmd[:100]}: {' | '.join(tail)[:300]}"
-            )
+            why, tail = failure_detail(res)
+            self.unsupported.append(f"Dockerfile RUN failed ({why}): {cmd[:100]}: {tail}")
         return res.ok
 
     def run(self, arg: str) -> bool:
@@ -397,7 +408,7 @@ def build_layer(
     Returns:
         LayerBuild with the layer, or with `unsupported` naming why there is none.
     """
-    from arcforge.envs.sandbox_bwrap import BwrapSandbox
+    from arcforge.sandbox.bwrap import BwrapSandbox
 
     df = Path(dockerfile) if dockerfile is not None else None
     text = df.read_text() if df is not None else ""

@@ -1,0 +1,317 @@
+"""SGLang as the rollout engine: its native `/generate` endpoint, token ids in and out.
+
+`SGLangEngine` speaks the `Engine` protocol over HTTP to an SGLang server that it starts as a
+subprocess (an interpreter with the `sglang` package) or that is already running (`url`). API
+used, of SGLang 0.5.23 (PyPI `sglang` 0.5.23: `srt/entrypoints/http_server.py`, the request and
+response schema `api/v1/api_types.py`, `srt/managers/io_struct.py`):
+
+- server: `python -m sglang.launch_server --model-path DIR --skip-tokenizer-init --host H
+  --port P` with `SGLANG_RETURN_ORIGINAL_LOGPROB=1`. No tokenizer is loaded: prompts are token
+  ids and so are the outputs (TITO stays exact). `GET /health` answers 200 once it serves.
+- generate: `POST /generate {"input_ids": [[...], ...], "sampling_params": {...},
+  "return_logprob": true}`; the answer is a list, one object per input in input order, each
+  `{"text", "output_ids", "meta_info": {"finish_reason": {"type": "stop"|"length"|"abort",
+  ...}, "output_token_logprobs": [[logprob, token_id, text], ...], "weight_version", ...}}`.
+  `text` is empty and the triples' text null without a tokenizer. `output_ids` keeps a matched
+  stop token (SGLang trims it from the text only), so a stop token ends `token_ids` as in
+  LocalEngine. The n samples of a prompt are sent as n rows so that each row can carry its own
+  `sampling_seed` (seed + row, as LocalEngine); SGLang honours seeds only on a server started
+  with `--enable-deterministic-inference`. `ignore_eos` makes `stop_token_ids` the only stops.
+- logprobs: SGLang's sampler returns log_softmax(logits / T) by default and the raw
+  log_softmax(logits) with `SGLANG_RETURN_ORIGINAL_LOGPROB=1`, which this engine sets on the
+  server it starts: the convention of arcforge.rollout.engine. For a running server, say which
+  one it returns (`logprobs="raw"|"tempered"`); a request whose convention differs at T != 1
+  is refused rather than mislabelled. Greedy rows (T = 0) are raw either way.
+- weights: `POST /pause_generation {"mode": "retract"}` (running requests go back to the
+  queue and are recomputed after the update, so nothing is lost and no KV block computed with
+  the old weights survives), `POST /update_weights_from_disk {"model_path": DIR,
+  "weight_version": "<v>", "flush_cache": true}` (answers `{"success", "message",
+  "num_paused_requests"}`, 400 on failure), `POST /continue_generation {}`. The checkpoint is
+  written by arcforge.rollout.vllm_engine.export_checkpoint (an fp32 HF directory). GPU
+  deployments colocated with the trainer would use `/update_weights_from_tensor` or
+  `/update_weights_from_distributed` (NCCL) instead; through a shared disk is the path that
+  needs no process group.
+
+Each completion carries the weight version that sampled it: the server's `weight_version`
+when it is one of ours (an integer), else the version of the last push; pushes and generate
+calls are serialised by a lock. Tested here against a local stub serving responses in the
+schema above (SGLang needs a GPU build); checked for real only where a GPU is lent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import torch
+from torch import nn
+
+from arcforge.errors import UserError
+from arcforge.rollout.engine import Completion, SamplingParams
+from arcforge.rollout.vllm_engine import REPO_ROOT, _free_port, export_checkpoint
+
+DEFAULT_PYTHON = REPO_ROOT / ".venv-sglang" / "bin" / "python"
+LogprobMode = Literal["raw", "tempered"]
+
+
+def sglang_python(python: str | None = None) -> Path:
+    """The interpreter with SGLang: `python`, else $ARCFORGE_SGLANG_PYTHON, else .venv-sglang's."""
+    p = Path(python or os.environ.get("ARCFORGE_SGLANG_PYTHON") or DEFAULT_PYTHON)
+    if not p.is_file():
+        raise UserError(
+            f"SGLang engine: no SGLang python at {p}; install `sglang` (a GPU machine) into a "
+            "virtualenv and set engine.python / ARCFORGE_SGLANG_PYTHON, or give engine.url"
+        )
+    return p
+
+
+def generate_request(prompts: list[list[int]], params: SamplingParams) -> dict[str, Any]:
+    """The `/generate` body: one row per sample (prompt-major), raw token ids, logprobs on."""
+    rows = [list(map(int, p)) for p in prompts for _ in range(params.n)]
+    base = {
+        "max_new_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else -1,
+        "stop_token_ids": list(params.stop_token_ids),
+        "ignore_eos": True,
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+    }
+    sampling: dict[str, Any] | list[dict[str, Any]] = base
+    if params.seed is not None:
+        sampling = [{**base, "sampling_seed": params.seed + r} for r in range(len(rows))]
+    return {
+        "input_ids": rows,
+        "sampling_params": sampling,
+        "return_logprob": True,
+        "logprob_start_len": -1,  # output tokens only: no prompt logprobs computed
+    }
+
+
+def parse_generate_response(out: dict[str, Any], version: int) -> Completion:
+    """One `/generate` answer object -> Completion (ids and logprobs from the triples)."""
+    meta = out.get("meta_info") or {}
+    finish = meta.get("finish_reason") or {}
+    if finish.get("type") == "abort":
+        raise RuntimeError(f"SGLang aborted the request: {finish.get('message') or finish}")
+    triples = meta.get("output_token_logprobs")
+    if triples is None:
+        raise RuntimeError("SGLang returned no meta_info.output_token_logprobs (return_logprob)")
+    ids = [int(t[1]) for t in triples]
+    if any(t[0] is None for t in triples):
+        raise RuntimeError("SGLang returned an output token without a logprob")
+    logprobs = [float(t[0]) for t in triples]
+    if out.get("output_ids") is not None and list(out["output_ids"]) != ids:
+        raise RuntimeError(
+            f"SGLang's output_ids {out['output_ids']} differ from its logprob token ids {ids}"
+        )
+    served = meta.get("weight_version")
+    if isinstance(served, str) and served.isdigit():
+        version = int(served)
+    reason = "length" if finish.get("type") == "length" else "stop"
+    return Completion(ids, logprobs, reason, version=version)  # type: ignore[arg-type]
+
+
+class SGLangEngine:
+    """The Engine protocol over SGLang's native HTTP API (see the module header).
+
+    Args:
+        model: the policy; its current weights are what a started server loads (copied to disk;
+            the caller's model is not touched).
+        url: a running SGLang server (holding `model`'s weights, able to read `workdir`) to
+            use instead of starting one.
+        workdir: where pushed checkpoints and the server log go (default: a temporary dir).
+        python: interpreter with SGLang (see `sglang_python`).
+        max_model_len: the server's `--context-length` (default: the model's positions).
+        startup_timeout: seconds to wait for the server's /health.
+        extra_args: more `sglang.launch_server` arguments (e.g. `--dtype bfloat16`).
+        request_timeout: seconds one HTTP request may take.
+        logprobs: what the server returns: "raw" (a started server: the header) or "tempered".
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        url: str | None = None,
+        workdir: str | Path | None = None,
+        python: str | None = None,
+        max_model_len: int | None = None,
+        startup_timeout: float = 900.0,
+        extra_args: list[str] | tuple[str, ...] = (),
+        request_timeout: float = 600.0,
+        logprobs: LogprobMode = "raw",
+    ) -> None:
+        if logprobs not in ("raw", "tempered"):
+            raise ValueError(f"logprobs must be 'raw' or 'tempered', got {logprobs!r}")
+        python_path = sglang_python(python) if url is None else None  # fail before any work
+        self._model, self.logprobs = model, logprobs
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="arcforge-sglang-")
+        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._version, self._lock = 0, threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._ckpt: Path | None = None
+        self.push_seconds: list[float] = []  # wall time of each load_weights
+        if url is None:
+            self._ckpt = export_checkpoint(model, model.state_dict(), self.workdir / "weights_v0")
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            self._start(python_path, port, max_model_len, extra_args)  # type: ignore[arg-type]
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=request_timeout)
+        self._wait_healthy(startup_timeout)
+
+    # ------------------------------------------------------------ server lifecycle
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def _start(self, python: Path, port: int, max_len: int | None, extra) -> None:
+        max_len = max_len or int(self._model.config.max_position_embeddings)
+        cmd = [
+            str(python),
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            str(self._ckpt),
+            "--skip-tokenizer-init",
+            "--context-length",
+            str(max_len),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *extra,
+        ]
+        env = {**os.environ, "SGLANG_RETURN_ORIGINAL_LOGPROB": "1", "HF_HUB_OFFLINE": "1"}
+        with open(self.log_path, "ab") as log:  # its own session: close() ends the whole group
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=self.workdir,
+            )
+
+    def _log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"SGLang server exited with {self._proc.returncode}; "
+                    f"log {self.log_path}:\n{self._log_tail()}"
+                )
+            try:
+                if self._client.get("/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2 if self._proc is None else 1.0)
+        self.close()
+        raise TimeoutError(
+            f"SGLang server at {self.url} not healthy after {timeout:.0f} s; "
+            f"log {self.log_path}:\n{self._log_tail()}"
+        )
+
+    def close(self) -> None:
+        """Stop the server this engine started (its whole process group); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> SGLangEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------ Engine protocol
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _post(self, route: str, body: dict[str, Any]) -> Any:
+        r = self._client.post(route, json=body)
+        if r.status_code != 200:
+            raise RuntimeError(f"{self.url}{route} answered {r.status_code}: {r.text[:500]}")
+        return r.json()
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if params.temperature not in (0.0, 1.0) and params.tempered_logprobs != (
+            self.logprobs == "tempered"
+        ):
+            want = "tempered" if params.tempered_logprobs else "raw"
+            raise ValueError(
+                f"{self.url} returns {self.logprobs} logprobs but the sampler asks for {want} "
+                f"ones at temperature {params.temperature}"
+            )
+        if not prompts:
+            return []
+        body = generate_request(prompts, params)
+        with self._lock:
+            outs = self._post("/generate", body)
+            version = self._version
+        if isinstance(outs, dict):  # a single object: one row
+            outs = [outs]
+        if len(outs) != len(prompts) * params.n:
+            raise RuntimeError(
+                f"{self.url} returned {len(outs)} outputs, expected {len(prompts) * params.n}"
+            )
+        return [parse_generate_response(o, version) for o in outs]
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Push `state_dict` (HF names) as `version`: written to disk, then loaded in place by
+        the server between a pause and a continue (see the module header)."""
+        t0 = time.perf_counter()
+        old = self._ckpt
+        new = export_checkpoint(self._model, state_dict, self.workdir / f"weights_v{version}")
+        with self._lock:
+            self._post("/pause_generation", {"mode": "retract"})
+            try:
+                body = {"model_path": str(new), "weight_version": str(version), "flush_cache": True}
+                out = self._post("/update_weights_from_disk", body)
+                if not out.get("success", False):
+                    raise RuntimeError(f"{self.url} did not load {new}: {out.get('message')}")
+            finally:
+                self._post("/continue_generation", {})
+            self._ckpt, self._version = new, version
+        if old is not None and old != new:
+            shutil.rmtree(old, ignore_errors=True)
+        self.push_seconds.append(time.perf_counter() - t0)
