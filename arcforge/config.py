@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from arcforge.errors import ConfigError
+from arcforge.metrics import LoggingCfg
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
 
@@ -110,21 +111,29 @@ class OptimCfg(Strict):
     weight_decay: float = Field(0.1, ge=0)
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = Field(1.0, gt=0)
+    # aux-loss-free MoE balancing (arcforge.model.moe.AuxFreeBalancer): after each step every
+    # router's expert bias moves by gamma toward under-loaded experts; 0 = off (no-op for
+    # models without routers)
+    moe_bias_gamma: float = Field(0.0, ge=0)
 
 
 class EngineCfg(Strict):
     """The rollout engine (arcforge.rollout.engine.make_engine): `local` is the in-process
     LocalEngine; `vllm` a vLLM OpenAI-compatible server (arcforge.rollout.vllm_engine), started
-    from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running."""
+    from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running; `sglang`
+    an SGLang server through its native /generate (arcforge.rollout.sglang_engine)."""
 
-    kind: Literal["local", "vllm"] = "local"  # local: in-process; vllm: a vLLM server
-    url: str | None = None  # vllm: a running dev-mode server holding the policy's weights
-    python: str | None = None  # vllm: interpreter with vLLM; default .venv-vllm/bin/python
-    workdir: str | None = None  # vllm: checkpoints pushed to the server and its log
+    # local: in-process; vllm: a vLLM server; sglang: an SGLang server
+    kind: Literal["local", "vllm", "sglang"] = "local"
+    # server kinds (vllm, sglang) only:
+    url: str | None = None  # a running server holding the policy's weights (vllm: dev mode)
+    # interpreter with the engine; default .venv-vllm/bin/python or .venv-sglang/bin/python
+    python: str | None = None
+    workdir: str | None = None  # checkpoints pushed to the server and its log
     kv_cache_gib: int = Field(1, gt=0)  # vllm: CPU KV cache size in GiB
-    max_model_len: int | None = Field(None, gt=0)  # vllm: default the model's positions
-    startup_timeout: float = Field(900.0, gt=0)  # vllm: seconds until the server is healthy
-    extra_args: list[str] = []  # vllm: more api_server arguments
+    max_model_len: int | None = Field(None, gt=0)  # default the model's positions
+    startup_timeout: float = Field(900.0, gt=0)  # seconds until the server is healthy
+    extra_args: list[str] = []  # more server arguments
 
 
 class StageCfg(Strict):
@@ -205,6 +214,7 @@ class BaseRunCfg(Strict):
     model: ModelCfg = ModelCfg()
     stages: Sequence[StageCfg] = []
     eval: EvalCfg = EvalCfg()
+    logging: LoggingCfg = LoggingCfg()  # metric sinks of the LM and SFT stages
 
     def stage(self, name: str) -> StageCfg:
         for s in self.stages:

@@ -9,6 +9,13 @@ For resume tests, `ARCFORGE_KILL_AFTER=<stage>:<n>` makes the process SIGKILL it
 after the n-th metrics row (`MetricsLog.write`, any of the stage's logs: an RL stage writes one
 per step, the general-RL stage its reward model's steps first) written while stage <stage>
 runs: a crash at a chosen, repeatable point, with nothing flushed or cleaned up.
+
+Under torchrun (`arcforge run --nproc N`, WORLD_SIZE > 1) every rank runs this function: rank 0
+prepares the world and tokenizer while the others wait, then they read them back; stages whose
+`trainer` is fsdp2 run on every rank (rank 0 writes the stage's files), the others on rank 0
+alone; evaluation and the report run on rank 0. Ranks wait for rank 0 by polling marker files
+under `RUN_DIR/.ranks/<launch id>/` rather than at a collective barrier, whose timeout a long
+single-process stage or evaluation would exceed; a rank that fails makes torchrun stop the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -26,6 +34,7 @@ from arcforge.config import StageCfg
 from arcforge.data.sources import register_run_dir
 from arcforge.errors import UserError
 from arcforge.eval.harness import evaluate_run
+from arcforge.metrics import MetricSink
 from arcforge.report import write_report
 from arcforge.run_config import RunCfg, dump_config
 from arcforge.stages.agentic_rl import AgenticRLStageCfg, run_agentic_rl_stage
@@ -74,16 +83,29 @@ def arm_kill_hook(stage_name: str) -> Callable[[], None] | None:
         return None
     if not n.isdigit() or int(n) < 1:
         raise UserError(f"{KILL_ENV}={spec!r}: expected <stage>:<rows>, rows a positive integer")
-    write, left = MetricsLog.write, [int(n)]
+    write, log, left = MetricsLog.write, MetricSink.log, [int(n)]
 
-    def write_then_maybe_kill(self, **row) -> None:
-        write(self, **row)
+    def count_row() -> None:
         left[0] -= 1
         if left[0] == 0:
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def write_then_maybe_kill(self, **row) -> None:
+        write(self, **row)
+        count_row()
+
+    def log_then_maybe_kill(self, step, row) -> None:
+        log(self, step, row)
+        count_row()
+
     MetricsLog.write = write_then_maybe_kill  # type: ignore[method-assign]
-    return lambda: setattr(MetricsLog, "write", write)
+    MetricSink.log = log_then_maybe_kill  # type: ignore[method-assign]
+
+    def disarm() -> None:
+        MetricsLog.write = write  # type: ignore[method-assign]
+        MetricSink.log = log  # type: ignore[method-assign]
+
+    return disarm
 
 
 def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
@@ -92,8 +114,11 @@ def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
     if stage_done(ctx.run_dir, stage.name):
         return json.loads((out / "DONE").read_text())
     runner = RUNNERS[type(stage)]
+    main = RankSync.current().main
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(stage.model_dump(mode="json"), sort_keys=False))
+    if main:
+        dumped = yaml.safe_dump(stage.model_dump(mode="json"), sort_keys=False)
+        (out / "config.yaml").write_text(dumped)
     t0 = time.time()
     disarm = arm_kill_hook(stage.name)
     try:
@@ -102,8 +127,62 @@ def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
         if disarm is not None:
             disarm()
     summary = {"stage": stage.name, "kind": stage.kind, "seconds": time.time() - t0, **summary}
-    (out / "DONE").write_text(json.dumps(summary, indent=1))
+    if main:
+        (out / "DONE").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+@dataclass(frozen=True)
+class RankSync:
+    """This process's place in a torchrun launch (rank 0 of 1 outside one), and the marker
+    files through which the other ranks wait for rank 0."""
+
+    rank: int
+    world: int
+    launch: str  # the torchrun launch's id: markers of an earlier launch do not count
+
+    @staticmethod
+    def current() -> RankSync:
+        env = os.environ
+        launch = env.get("TORCHELASTIC_RUN_ID") or env.get("MASTER_PORT", "")
+        return RankSync(int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1")), launch)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def _marker(self, run_dir: Path, tag: str) -> Path:
+        return run_dir / ".ranks" / self.launch / tag
+
+    def signal(self, run_dir: Path, tag: str) -> None:
+        """Rank 0: `tag` is done (a no-op in a single process)."""
+        if self.world > 1 and self.main:
+            path = self._marker(run_dir, tag)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+
+    def wait(self, run_dir: Path, tag: str, poll: float = 0.2) -> None:
+        """Other ranks: block until rank 0 signals `tag`."""
+        if self.world > 1 and not self.main:
+            while not self._marker(run_dir, tag).exists():
+                time.sleep(poll)
+
+
+def is_sharded_stage(stage: StageCfg) -> bool:
+    """Whether the stage trains on every rank (its `trainer` is fsdp2)."""
+    trainer = getattr(stage, "trainer", None)
+    return getattr(trainer, "backend", "single") == "fsdp2"
+
+
+def _print_summary(stage: StageCfg, summary: dict) -> None:
+    print(
+        f"[{stage.name}] done: "
+        + ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in summary.items()
+            if k not in ("stage", "kind")
+        )
+    )
 
 
 def record_seconds(run_dir: Path, key: str, seconds: float, stage: str | None = None) -> None:
@@ -134,31 +213,40 @@ def run_pipeline(
     ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)
     register_run_dir(str(run_dir))  # `{run_dir}` in source paths
+    ranks = RankSync.current()
     fresh = not (run_dir / "world" / "DONE").exists()
     t0 = time.time()
+    ranks.wait(run_dir, "setup")  # rank 0 generates them; the others read them back
     ctx.world  # noqa: B018  (world and tokenizer first: every stage needs them)
     ctx.tokenizer  # noqa: B018
-    if fresh:  # generated now (a resumed run only reads them back)
-        record_seconds(run_dir, "setup_seconds", time.time() - t0)
-    (run_dir / "config.yaml").write_text(dump_config(cfg))  # once the saved world agrees
+    if ranks.main:
+        if fresh:  # generated now (a resumed run only reads them back)
+            record_seconds(run_dir, "setup_seconds", time.time() - t0)
+        (run_dir / "config.yaml").write_text(dump_config(cfg))  # once the saved world agrees
+    ranks.signal(run_dir, "setup")
     for stage in cfg.stages:
-        summary = run_stage(ctx, stage)
-        print(
-            f"[{stage.name}] done: "
-            + ", ".join(
-                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                for k, v in summary.items()
-                if k not in ("stage", "kind")
-            )
-        )
-        if evaluate:
+        if ranks.world > 1 and not is_sharded_stage(stage):
+            if ranks.main:
+                print(
+                    f"[{stage.name}] runs on rank 0 only (its trainer is not fsdp2); "
+                    f"the other {ranks.world - 1} rank(s) wait"
+                )
+            else:
+                ranks.wait(run_dir, stage.name)
+        if ranks.main or is_sharded_stage(stage):
+            summary = run_stage(ctx, stage)
+            if ranks.main:
+                _print_summary(stage, summary)
+        if ranks.main and evaluate:
             measured = not (run_dir / "eval" / f"{stage.name}.json").exists()
             t0 = time.time()
             evaluate_run(ctx, only=[stage.name])
             if measured:  # evaluated now, not read from an earlier session's results
                 record_seconds(run_dir, "eval_seconds", time.time() - t0, stage.name)
+        ranks.signal(run_dir, stage.name)
+        ranks.wait(run_dir, stage.name)  # a sharded stage's evaluation, before the next stage
         if until and stage.name == until:
             break
-    if report:
+    if report and ranks.main:
         write_report(run_dir)
     return run_dir

@@ -19,27 +19,10 @@ import statistics
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from bench_llama import PAD, build_model
 
 from arcforge.device import resolve_device
 from arcforge.rollout.engine import LocalEngine, SamplingParams
-
-PAD = 0
-
-
-def build_model() -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=2048,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=512,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-    )
-    return LlamaForCausalLM(cfg).eval()
 
 
 def make_prompts(batch: int) -> list[list[int]]:

@@ -26,28 +26,10 @@ import tempfile
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from bench_llama import PAD, build_model
 
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 from arcforge.rollout.vllm_engine import VLLMEngine
-
-PAD = 0
-
-
-def build_model() -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=2048,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=512,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-        tie_word_embeddings=True,
-    )
-    return LlamaForCausalLM(cfg).eval()
 
 
 def tokens_per_s(engine, prompts: list[list[int]], params: SamplingParams) -> float:
@@ -73,7 +55,7 @@ def main() -> None:
         for _ in range(n_prompts)
     ]
     params = SamplingParams(max_new_tokens=new, temperature=1.0, seed=0)
-    model = build_model()
+    model = build_model(tie_word_embeddings=True)
     local = LocalEngine(model, pad_token_id=PAD)
     with tempfile.TemporaryDirectory() as tmp, VLLMEngine(model, workdir=tmp) as vllm:
         tokens_per_s(local, prompts, params), tokens_per_s(vllm, prompts, params)  # warm-up

@@ -21,9 +21,8 @@ import json
 import re
 from typing import Any
 
-from arcforge.chat.validate import validate_call
-from arcforge.envs.base import StepResult, execute_calls
 from arcforge.envs.search_env import normalize_answer
+from arcforge.envs.tool_turns import ToolTurnsEnv
 from arcforge.rewards.math import extract_answer
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
@@ -116,7 +115,7 @@ def answers_match(pred: str | None, ref: str) -> bool:
     return parts(pred) == parts(ref)
 
 
-class ABEEnv:
+class ABEEnv(ToolTurnsEnv):
     """Environment over a task's deployed ABE tools; a reply without tool calls is the answer.
 
     Args:
@@ -126,8 +125,6 @@ class ABEEnv:
     def __init__(self, system_prompt: str | None = None) -> None:
         self.system_prompt = system_prompt
         self.tools: list[Tool] = []
-        self._task: Task | None = None
-        self._reply: str | None = None
         self._calls: list[ToolCall] = []
         self._valid: list[bool] = []
 
@@ -136,19 +133,12 @@ class ABEEnv:
         if not isinstance(spec, dict) or task.validation.answer is None:
             raise ValueError(f"task {task.id}: ABEEnv needs context['abe'] and validation.answer")
         self.tools = list(deploy_tools(spec).values())
-        self._task, self._reply, self._calls, self._valid = task, None, [], []
-        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
-        return msgs + [Message("user", task.instruction)]
+        self._calls, self._valid = [], []
+        return self._begin(task)
 
-    def step(self, message: Message) -> StepResult:
-        if not message.tool_calls:
-            self._reply = message.content
-            return StepResult([], done=True)
-        by_name = {t.name: t for t in self.tools}
-        for call in message.tool_calls:
-            self._calls.append(call)
-            self._valid.append(validate_call(call, by_name) is None)
-        return StepResult(execute_calls(message, by_name), done=False)
+    def _record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+        self._calls.append(call)
+        self._valid.append(valid)
 
     def verify(self) -> Reward:
         if self._task is None:
@@ -166,6 +156,3 @@ class ABEEnv:
             "calls_valid": self._valid,
         }
         return Reward((calls["f1"] + correct) / 2, details)
-
-    def close(self) -> None:
-        pass

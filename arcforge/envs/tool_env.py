@@ -20,13 +20,12 @@ calls. Evaluation keeps the default: suites report exact match.
 
 from __future__ import annotations
 
-from arcforge.chat.validate import validate_call
-from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.tool_turns import ToolTurnsEnv
 from arcforge.rewards.math import exact_match, extract_answer
-from arcforge.types import Message, Reward, Task, Tool
+from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
 
-class ToolEnv:
+class ToolEnv(ToolTurnsEnv):
     """Tool-use environment over a fixed set of tools (e.g. `world.tools()`).
 
     Args:
@@ -43,8 +42,6 @@ class ToolEnv:
             )
         self.all_tools, self.system_prompt, self.call_credit = tools, system_prompt, call_credit
         self.tools: list[Tool] = []
-        self._task: Task | None = None
-        self._reply: str | None = None
         self._calls: list[dict[str, object]] = []
 
     def reset(self, task: Task) -> list[Message]:
@@ -56,27 +53,18 @@ class ToolEnv:
             have = ", ".join(sorted(self.all_tools))
             raise ValueError(f"task {task.id} asks for tool(s) {missing}; this ToolEnv has {have}")
         self.tools = [self.all_tools[n] for n in names]
-        self._task, self._reply, self._calls = task, None, []
-        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
-        return msgs + [Message("user", task.instruction)]
+        self._calls = []
+        return self._begin(task)
 
-    def step(self, message: Message) -> StepResult:
-        if not message.tool_calls:
-            self._reply = message.content
-            return StepResult([], done=True)
-        by_name = {t.name: t for t in self.tools}
-        obs = execute_calls(message, by_name)
-        for call, o in zip(message.tool_calls, obs):
-            valid = validate_call(call, by_name) is None
-            self._calls.append(
-                {
-                    "name": call.name,
-                    "valid": valid,
-                    "key": _call_key(call.name, call.arguments),
-                    "error": o.content.startswith("error:"),
-                }
-            )
-        return StepResult(obs, done=False)
+    def _record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+        self._calls.append(
+            {
+                "name": call.name,
+                "valid": valid,
+                "key": _call_key(call.name, call.arguments),
+                "error": observation.content.startswith("error:"),
+            }
+        )
 
     def verify(self) -> Reward:
         if self._task is None:
@@ -99,9 +87,6 @@ class ToolEnv:
         if score < 1.0 and plan and self.call_credit:
             score = self.call_credit * n_made / len(plan)
         return Reward(score, details)
-
-    def close(self) -> None:
-        pass
 
 
 def _call_key(name: str, arguments: object) -> tuple:

@@ -68,7 +68,7 @@ def grpo_icepop_loss(
     mask: torch.Tensor,
     clip_low: float,
     clip_high: float,
-    beta: float,
+    beta: float | None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO clipped surrogate with IcePop masking of the train/infer mismatch.
 
@@ -81,10 +81,14 @@ def grpo_icepop_loss(
         logp, logp_old, logp_infer: (B, T) logprobs of the sampled tokens.
         advantages: (B,) per sequence (broadcast over tokens) or (B, T).
         mask: (B, T) 1 for trained (model) tokens, 0 for prompt / observation / padding.
+        beta: IcePop's band; None: no IcePop (ρ := 1, every token weighs 1, logp_infer unused).
     Returns:
         loss (scalar), stats with popped_frac, clip_frac, rho_mean, ratio_mean.
     """
     adv = _token_advantages(advantages, logp)  # (B, T)
+    if beta is None:
+        logp_infer = logp_old  # ρ = exp(0) = 1: inside any band, nothing popped
+        beta = float("inf")
     w = icepop_weights(logp_old, logp_infer, beta)  # (B, T)
     ratio = torch.exp(logp - logp_old.detach())  # (B, T)
     unclipped = ratio * adv

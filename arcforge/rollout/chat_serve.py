@@ -39,18 +39,23 @@ from arcforge.rollout.engine import SamplingParams
 from arcforge.types import Message, Tool
 
 
-class ChatRequest(BaseModel):
+class SamplingRequest(BaseModel):
+    """The OpenAI sampling fields both endpoints take; unknown fields are ignored."""
+
     model_config = ConfigDict(extra="ignore")
 
     model: str | None = None
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None = None
-    max_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     n: int = 1
     seed: int | None = None
+
+
+class ChatRequest(SamplingRequest):
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int = 256
     chat_template_kwargs: dict[str, Any] | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None

@@ -50,7 +50,20 @@ def _finish(ids: list[int], params: SamplingParams) -> Completion:
     return Completion(ids, [0.0] * len(ids), reason)  # type: ignore[arg-type]
 
 
-class ScriptedEngine:
+class _WeightlessEngine:
+    """An Engine without weights: `load_weights` only records the policy version it is given."""
+
+    _version = 0
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
+        self._version = version
+
+
+class ScriptedEngine(_WeightlessEngine):
     """An Engine replying with `scripts[first user text][turn]` (see the module docstring).
 
     Args:
@@ -68,14 +81,6 @@ class ScriptedEngine:
         ids = tokenizer.convert_tokens_to_ids
         self._user, self._assistant, self._end = ids(USER), ids(ASSISTANT), ids(END)
         self._empty_think = tokenizer(EMPTY_THINK, add_special_tokens=False)["input_ids"]
-        self._version = 0
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
-        self._version = version
 
     def _user_text(self, prompt: list[int]) -> str:
         if self._user not in prompt:
@@ -98,7 +103,7 @@ class ScriptedEngine:
         return [_finish(self.reply(p), params) for p in prompts for _ in range(params.n)]
 
 
-class GarbageEngine:
+class GarbageEngine(_WeightlessEngine):
     """An Engine emitting junk of many kinds (see the module docstring); seeded."""
 
     KINDS = ("ids", "bytes", "broken_call", "bad_call", "junk_call", "unclosed_think", "nonsense")
@@ -113,14 +118,6 @@ class GarbageEngine:
 
     def __init__(self, tokenizer: Any, seed: int = 0) -> None:
         self.tokenizer, self.rng = tokenizer, random.Random(seed)
-        self._version = 0
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def load_weights(self, state_dict: dict[str, Any], version: int) -> None:
-        self._version = version
 
     def _word(self) -> str:
         return "#" + "".join(

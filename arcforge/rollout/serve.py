@@ -33,23 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from arcforge.rollout.chat_serve import add_chat_route
+from arcforge.rollout.chat_serve import SamplingRequest, add_chat_route
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 
 
-class CompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    model: str | None = None
+class CompletionRequest(SamplingRequest):
     prompt: list[int] | list[list[int]] | str | list[str]
     max_tokens: int = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    n: int = 1
-    seed: int | None = None
     stop_token_ids: list[int] | None = None
     logprobs: int | None = None
     return_tokens_as_token_ids: bool = False

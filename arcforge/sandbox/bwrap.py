@@ -31,8 +31,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from arcforge.sandbox.execution import run_bwrap, wrap_command
-from arcforge.sandbox.files import HostStore, StoreBackedSandbox, copy_tree, etc_identity
+from arcforge.sandbox.execution import PATH, run_bwrap, run_capped, wrap_command
+from arcforge.sandbox.files import ExecCall, HostStore, StoreBackedSandbox, copy_tree, etc_identity
 from arcforge.sandbox.types import (
     APP,
     CONTAINER_MOUNTS,
@@ -48,7 +48,6 @@ from arcforge.sandbox.types import (
 
 UNPRIVILEGED_UID = 65534  # host uid the sandbox runs as when we are root ("nobody")
 INNER_UID = 1000
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # /etc entries a toolchain needs: the loader cache, alternatives links (python3, editor, ...),
 # CA certificates, name-service config, timezone, and Debian's python sitecustomize. The small
 # ones are copied once per process into a shared etc dir (with our passwd, group and hosts)
@@ -256,10 +255,7 @@ class BwrapSandbox(StoreBackedSandbox):
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, self.shell)]
 
-    def _run(
-        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
-        grading: bool,
-    ) -> ExecResult:
+    def _run(self, call: ExecCall) -> ExecResult:
         """Run `cmd` with bash inside a fresh sandbox over this workspace.
 
         `env` comes on top of PATH, HOME=/tmp, LANG, USER (in a container root HOME=/root,
@@ -267,10 +263,10 @@ class BwrapSandbox(StoreBackedSandbox):
         WORKDIR); `grading` binds /grading read-write for this exec only.
         """
         default_cwd = self.root.workdir if self.root is not None else WORKSPACE
-        if self.root is not None and cwd is None and not self._is_dir(default_cwd):
+        if self.root is not None and call.cwd is None and not self._is_dir(default_cwd):
             default_cwd = APP  # the agent removed the WORKDIR: run in /app rather than fail
-        argv = self.argv(cmd, env, cwd or default_cwd, grading)
-        return run_bwrap(argv, wall, stdin, self.limits, self.store.root, self.uid)
+        argv = self.argv(call.cmd, call.env, call.cwd or default_cwd, call.grading)
+        return run_bwrap(argv, call.wall, call.stdin, self.limits, self.store.root, self.uid)
 
     def _is_dir(self, path: str) -> bool:
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.sandbox.execution import limits_prefix
-from arcforge.sandbox.files import HostStore, StoreBackedSandbox
+from arcforge.sandbox.files import ExecCall, HostStore, StoreBackedSandbox
 from arcforge.sandbox.types import (
     GRADING,
     TRUNCATION_MARKER,
@@ -95,13 +95,11 @@ class DockerSandbox(StoreBackedSandbox):
             user="0:0",
         )
 
-    def _run(
-        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
-        grading: bool,
-    ) -> ExecResult:
+    def _run(self, call: ExecCall) -> ExecResult:
         """Run `cmd` with sh in the container (`stdin` is written to a temp file and piped)."""
-        if stdin is not None:
-            self.store.write(".arcforge_stdin", stdin, 0o644, WORKSPACE)
+        cmd, wall = call.cmd, call.wall
+        if call.stdin is not None:
+            self.store.write(".arcforge_stdin", call.stdin, 0o644, WORKSPACE)
             self._after_host_change()
             cmd = f"( {cmd}\n) < {WORKSPACE}/.arcforge_stdin"
         script = f'{limits_prefix(self.limits, nproc=False)}; exec sh -c "$1"'
@@ -111,9 +109,9 @@ class DockerSandbox(StoreBackedSandbox):
         exec_id = api.exec_create(
             self.container.id,
             argv,
-            workdir=cwd or WORKSPACE,
-            environment={**self.env, **env},
-            user="0:0" if grading else AGENT_USER,
+            workdir=call.cwd or WORKSPACE,
+            environment={**self.env, **call.env},
+            user="0:0" if call.grading else AGENT_USER,
         )["Id"]
         stream = api.exec_start(exec_id, stream=True, demux=True)
         out, err, used, truncated, timed_out = bytearray(), bytearray(), 0, False, False

@@ -16,8 +16,12 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from arcforge.sandbox.types import TRUNCATION_MARKER, ExecResult, Limits
+from arcforge.sandbox.types import TRUNCATION_MARKER, ExecResult, Limits, SandboxError
+
+# the PATH a bubblewrap sandbox's commands (and bubblewrap itself) run with
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _CHUNK = 65536
 

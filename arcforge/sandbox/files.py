@@ -26,17 +26,11 @@ import os
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from arcforge.sandbox.types import (
-    GRADING,
-    WORKSPACE,
-    ExecResult,
-    Limits,
-    SandboxError,
-    SnapshotId,
-)
+from arcforge.sandbox.types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError, SnapshotId
 
 
 def _copy_entry(src: str, dst: str) -> None:
@@ -94,7 +88,48 @@ def etc_identity(uid: int) -> dict[str, str]:
     }
 
 
-class HostStore:
+class StoreFiles:
+    """The file operations of a sandbox's host store, over its `host_path` and `fix_owner`
+    (`workdir`: where relative sandbox paths lie)."""
+
+    def host_path(self, sandbox_path: str, workdir: str) -> Path:
+        raise NotImplementedError
+
+    def fix_owner(self, path: Path, top_only: bool = False) -> None:
+        raise NotImplementedError
+
+    def read(self, sandbox_path: str, workdir: str = WORKSPACE) -> str:
+        path = self.host_path(sandbox_path, workdir)
+        if not path.exists() or not stat.S_ISREG(os.lstat(path).st_mode):
+            raise SandboxError(f"{sandbox_path} is not a regular file")
+        return path.read_text(errors="replace")
+
+    def write(
+        self, sandbox_path: str, content: str | bytes, mode: int | None, workdir: str
+    ) -> None:
+        path = self.host_path(sandbox_path, workdir)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise SandboxError(f"{sandbox_path} exists and is not a regular file")
+        made = [p for p in reversed(path.parents) if not p.exists()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        if mode is not None:
+            path.chmod(mode)
+        for p in [*made, path]:
+            self.fix_owner(p, top_only=True)
+
+    def copy_in(self, host_src: str | Path, sandbox_path: str, workdir: str) -> None:
+        dst = self.host_path(sandbox_path, workdir)
+        if dst.is_symlink():
+            raise SandboxError(f"{sandbox_path} is a symlink")
+        copy_tree(Path(host_src), dst)
+        self.fix_owner(dst)
+
+    def copy_out(self, sandbox_path: str, host_dst: str | Path, workdir: str) -> None:
+        copy_tree(self.host_path(sandbox_path, workdir), Path(host_dst))
+
+
+class HostStore(StoreFiles):
     """The host directories behind one sandbox, and safe path mapping into them.
 
     With `layer` (a container-like root's layer directory, see arcforge.sandbox.root) the layer's
@@ -179,36 +214,6 @@ class HostStore:
         where = ", ".join(prefix for prefix, _ in areas)
         raise SandboxError(f"{sandbox_path} is not under {where}")
 
-    def read(self, sandbox_path: str, workdir: str = WORKSPACE) -> str:
-        path = self.host_path(sandbox_path, workdir)
-        if not path.exists() or not stat.S_ISREG(os.lstat(path).st_mode):
-            raise SandboxError(f"{sandbox_path} is not a regular file")
-        return path.read_text(errors="replace")
-
-    def write(
-        self, sandbox_path: str, content: str | bytes, mode: int | None, workdir: str
-    ) -> None:
-        path = self.host_path(sandbox_path, workdir)
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            raise SandboxError(f"{sandbox_path} exists and is not a regular file")
-        made = [p for p in reversed(path.parents) if not p.exists()]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
-        if mode is not None:
-            path.chmod(mode)
-        for p in [*made, path]:
-            self.fix_owner(p, top_only=True)
-
-    def copy_in(self, host_src: str | Path, sandbox_path: str, workdir: str) -> None:
-        dst = self.host_path(sandbox_path, workdir)
-        if dst.is_symlink():
-            raise SandboxError(f"{sandbox_path} is a symlink")
-        copy_tree(Path(host_src), dst)
-        self.fix_owner(dst)
-
-    def copy_out(self, sandbox_path: str, host_dst: str | Path, workdir: str) -> None:
-        copy_tree(self.host_path(sandbox_path, workdir), Path(host_dst))
-
     # --- snapshots -------------------------------------------------------------------
     def snapshot(self, layer_from: Path | None = None) -> SnapshotId:
         """Copy the workspace (and the layer) aside. `layer_from`: an unmodified source of the
@@ -238,6 +243,18 @@ class HostStore:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ExecCall:
+    """One `exec` as a backend runs it: the timeout resolved to `wall` seconds, `env` a dict."""
+
+    cmd: str
+    wall: float
+    stdin: str | None
+    env: dict[str, str]
+    cwd: str | None
+    grading: bool
 
 
 class StoreBackedSandbox:
@@ -277,13 +294,10 @@ class StoreBackedSandbox:
         if self.closed:
             raise SandboxError("sandbox is closed")
         wall = self.limits.wall_time if timeout is None else timeout
-        return self._run(cmd, wall, stdin, env or {}, cwd, grading)
+        return self._run(ExecCall(cmd, wall, stdin, env or {}, cwd, grading))
 
-    def _run(
-        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
-        grading: bool,
-    ) -> ExecResult:
-        """Run `cmd` in an open sandbox within `wall` seconds (arguments as `exec`)."""
+    def _run(self, call: ExecCall) -> ExecResult:
+        """Run one exec in an open sandbox (the arguments of `exec`, defaults resolved)."""
         raise NotImplementedError
 
     def _after_host_change(self) -> None:

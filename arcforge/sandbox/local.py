@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from arcforge.sandbox.execution import run_capped, wrap_command
-from arcforge.sandbox.files import HostStore, StoreBackedSandbox
-from arcforge.sandbox.types import GRADING, WORKSPACE, ExecResult, Limits, SandboxError
+from arcforge.sandbox.files import ExecCall, HostStore, StoreBackedSandbox
+from arcforge.sandbox.types import GRADING, WORKSPACE, ExecResult, Limits
 
 
 class LocalSandbox(StoreBackedSandbox):
@@ -31,22 +31,20 @@ class LocalSandbox(StoreBackedSandbox):
         self.store = HostStore(workspace, owner=None)
         self.workdir = str(self.store.workspace)
 
-    def _run(
-        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
-        grading: bool,
-    ) -> ExecResult:
+    def _run(self, call: ExecCall) -> ExecResult:
         """Run `cmd` with bash in the workspace copy (`grading` has no effect: nothing is
         read-only here)."""
+        cwd = call.cwd
         if cwd is not None and cwd.startswith(WORKSPACE):
             cwd = self.workdir + cwd[len(WORKSPACE) :]
         elif cwd is not None and cwd.startswith(GRADING):
             cwd = str(self.store.grading) + cwd[len(GRADING) :]
         return run_capped(
-            wrap_command(cmd, self.limits, nproc=False),
-            timeout=wall,
+            wrap_command(call.cmd, self.limits, nproc=False),
+            timeout=call.wall,
             output_bytes=self.limits.output_bytes,
-            stdin=stdin,
-            env={**os.environ, **self.env, **env},
+            stdin=call.stdin,
+            env={**os.environ, **self.env, **call.env},
             cwd=cwd or self.workdir,
         )
 

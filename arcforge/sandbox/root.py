@@ -249,6 +249,19 @@ def context_key(h: Any, dockerfile: Path | None) -> str:
     return h.hexdigest()[:20]
 
 
+def copy_operands(arg: str, vars: dict[str, str], workdir: str) -> tuple[list[str], str]:
+    """A COPY or ADD's sources and its absolute destination (flags dropped, $NAMEs expanded;
+    a relative destination is under `workdir`)."""
+    raw = json.loads(arg) if arg.lstrip().startswith("[") else shlex.split(arg)
+    *srcs, dst = [_expand(w, vars) for w in raw if not w.startswith("--")]
+    return srcs, dst if dst.startswith("/") else f"{workdir.rstrip('/')}/{dst}"
+
+
+def context_matches(context: Path, src: str) -> list[Path]:
+    """The build-context paths a COPY source names (a glob when it holds *, ? or [)."""
+    return sorted(context.glob(src)) if any(c in src for c in "*?[") else [context / src]
+
+
 def failure_detail(res: ExecResult) -> tuple[str, str]:
     """Why a build step's exec failed ("timed out" or "exit N") and its output's last three
     lines joined by " | " (at most 300 characters), for the build's reasons."""
@@ -321,19 +334,12 @@ class _Builder:
         return not keep or self.exec(" && ".join(keep))
 
     def copy(self, op: str, arg: str) -> bool:
-        raw = json.loads(arg) if arg.lstrip().startswith("[") else shlex.split(arg)
-        words = [_expand(w, self.vars()) for w in raw if not w.startswith("--")]
-        *srcs, dst = words
-        dst = dst if dst.startswith("/") else f"{self.workdir.rstrip('/')}/{dst}"
+        srcs, dst = copy_operands(arg, self.vars(), self.workdir)
         if not _writable(dst):
             self.unsupported.append(f"{op} to {dst}: not a writable directory in the sandbox")
             return False
         for src in srcs:
-            matches = (
-                sorted(self.context.glob(src))
-                if any(c in src for c in "*?[")
-                else [self.context / src]
-            )
+            matches = context_matches(self.context, src)
             if (
                 src.startswith(("http://", "https://"))
                 or not all(m.exists() for m in matches)

@@ -35,6 +35,8 @@ from arcforge.sandbox.root import (
     _env_pairs,
     _expand,
     context_key,
+    context_matches,
+    copy_operands,
     dockerfile_needs,
     failure_detail,
     logical_lines,
@@ -134,17 +136,11 @@ class _Replay:
         return res.ok
 
     def copy(self, op: str, arg: str) -> bool:
-        raw = json.loads(arg) if arg.lstrip().startswith("[") else shlex.split(arg)
-        *srcs, dst = [_expand(w, self.vars()) for w in raw if not w.startswith("--")]
-        dst = dst if dst.startswith("/") else f"{self.workdir.rstrip('/')}/{dst}"
+        srcs, dst = copy_operands(arg, self.vars(), self.workdir)
         into_dir = dst.endswith("/") or len(srcs) > 1
         cmds = []
         for i, src in enumerate(srcs):
-            matches = (
-                sorted(self.context.glob(src))
-                if any(c in src for c in "*?[")
-                else [self.context / src]
-            )
+            matches = context_matches(self.context, src)
             if (
                 src.startswith(("http://", "https://"))
                 or not matches

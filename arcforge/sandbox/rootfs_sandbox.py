@@ -27,15 +27,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcforge.sandbox.execution import run_bwrap, wrap_command
-from arcforge.sandbox.files import StoreBackedSandbox, copy_tree, known_snapshot, next_snapshot
+from arcforge.sandbox.execution import PATH, run_bwrap, wrap_command
+from arcforge.sandbox.files import (
+    ExecCall,
+    StoreBackedSandbox,
+    StoreFiles,
+    known_snapshot,
+    next_snapshot,
+)
 from arcforge.sandbox.rootfs import SANDBOX_UID, BuildNetwork, CowView, chown_tree
 from arcforge.sandbox.types import (
     APP,
@@ -48,7 +53,6 @@ from arcforge.sandbox.types import (
     SnapshotId,
 )
 
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 APT_SHIM = r"""#!/bin/sh
 # apt in an episode without a network: see arcforge.sandbox.rootfs_sandbox
 name=${0##*/}
@@ -120,7 +124,7 @@ def resolve_in(root: Path, path: str) -> Path:
     return root.joinpath(*cur)
 
 
-class RootfsStore:
+class RootfsStore(StoreFiles):
     """The host side of one RootfsSandbox: the view, the grading dir and snapshots."""
 
     def __init__(self, image: RootfsImage, parent: Path | None = None):
@@ -148,9 +152,10 @@ class RootfsStore:
                 d.mkdir(parents=True)
                 os.chown(d, SANDBOX_UID, SANDBOX_UID)
 
-    def host_path(self, sandbox_path: str) -> Path:
-        """Map a sandbox path to the host (see the module header)."""
-        p = sandbox_path if sandbox_path.startswith("/") else f"{APP}/{sandbox_path}"
+    def host_path(self, sandbox_path: str, workdir: str = APP) -> Path:
+        """Map a sandbox path to the host (see the module header; relative paths: under
+        `workdir`, /app for every caller)."""
+        p = sandbox_path if sandbox_path.startswith("/") else f"{workdir}/{sandbox_path}"
         if p == WORKSPACE or p.startswith(WORKSPACE + "/"):
             p = APP + p[len(WORKSPACE) :]
         if p == GRADING or p.startswith(GRADING + "/"):
@@ -163,10 +168,10 @@ class RootfsStore:
             raise SandboxError(f"{sandbox_path} resolves outside the sandbox")
         return host
 
-    def fix_owner(self, path: Path) -> None:
+    def fix_owner(self, path: Path, top_only: bool = False) -> None:
         if os.geteuid() != 0 or not os.path.lexists(path):
             return
-        if path.is_dir() and not path.is_symlink():
+        if not top_only and path.is_dir() and not path.is_symlink():
             chown_tree(path, SANDBOX_UID)
         else:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
@@ -299,12 +304,10 @@ class RootfsSandbox(StoreBackedSandbox):
             args += ["--setenv", k, v]
         return [*args, "--", *wrap_command(cmd, self.limits, "/bin/bash")]
 
-    def _run(
-        self, cmd: str, wall: float, stdin: str | None, env: dict[str, str], cwd: str | None,
-        grading: bool,
-    ) -> ExecResult:
+    def _run(self, call: ExecCall) -> ExecResult:
         """Run `cmd` with bash in the image's root (env on top of PATH, HOME=/root and the
         image's ENV; the default cwd is the image's WORKDIR, or /app when the agent removed it)."""
+        cwd = call.cwd
         if cwd is None:
             cwd = self.image.workdir
             try:
@@ -312,42 +315,8 @@ class RootfsSandbox(StoreBackedSandbox):
                     cwd = APP
             except SandboxError:
                 cwd = APP
-        argv = self.argv(cmd, env, cwd, grading)
-        return run_bwrap(argv, wall, stdin, self.limits, self.store.root, self.uid)
-
-    # file methods: the store maps paths into the view (StoreBackedSandbox's take a workdir)
-    def write_file(self, path: str, content: str | bytes, mode: int | None = None) -> None:
-        """Write a file (relative paths: under /app), creating parent directories."""
-        host = self.store.host_path(path)
-        if host.is_symlink() or (host.exists() and not host.is_file()):
-            raise SandboxError(f"{path} exists and is not a regular file")
-        made = [p for p in reversed(host.parents) if not p.exists()]
-        host.parent.mkdir(parents=True, exist_ok=True)
-        host.write_bytes(content.encode() if isinstance(content, str) else content)
-        if mode is not None:
-            host.chmod(mode)
-        for p in [*made, host]:
-            if os.geteuid() == 0:
-                os.lchown(p, SANDBOX_UID, SANDBOX_UID)
-
-    def read_file(self, path: str) -> str:
-        """Read a regular file as text (undecodable bytes -> U+FFFD)."""
-        host = self.store.host_path(path)
-        if not host.exists() or not stat.S_ISREG(os.lstat(host).st_mode):
-            raise SandboxError(f"{path} is not a regular file")
-        return host.read_text(errors="replace")
-
-    def copy_in(self, host_path: str | Path, sandbox_path: str) -> None:
-        """Copy a host file or directory into the sandbox."""
-        dst = self.store.host_path(sandbox_path)
-        if dst.is_symlink():
-            raise SandboxError(f"{sandbox_path} is a symlink")
-        copy_tree(Path(host_path), dst)
-        self.store.fix_owner(dst)
-
-    def copy_out(self, sandbox_path: str, host_path: str | Path) -> None:
-        """Copy a sandbox file or directory to the host; symlinks stay links."""
-        copy_tree(self.store.host_path(sandbox_path), Path(host_path))
+        argv = self.argv(call.cmd, call.env, cwd, call.grading)
+        return run_bwrap(argv, call.wall, call.stdin, self.limits, self.store.root, self.uid)
 
     def close(self) -> None:
         """Unmount the view and delete this sandbox's changes and snapshots."""

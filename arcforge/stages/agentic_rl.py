@@ -327,6 +327,8 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             out,
             pad_id=pad,
             desc=f"agentic rl {stage.name}",
+            logging=ctx.cfg.logging,
+            run_name=f"{ctx.cfg.name}/{stage.name}",
             probe=probe,
             temperatures=temps if pool_cfgs else None,
         )

@@ -11,6 +11,7 @@ stage its starting weights (the init checkpoint, the user's local HF model, or a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -78,6 +79,12 @@ class RunContext:
                 f"stage {stage.name!r} starts from {src!r}, which has no checkpoint yet"
             )
         return ck
+
+
+def is_main_rank() -> bool:
+    """False in the processes of a torchrun launch other than rank 0 (they write no side
+    files: the stage's directory is shared)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 # ---- world and tokenizer -------------------------------------------------------------------

@@ -130,6 +130,8 @@ def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dic
             pad_id=pad,
             stop_ids=stop_token_ids(tok),
             desc=f"distill {stage.name}",
+            logging=ctx.cfg.logging,
+            run_name=f"{ctx.cfg.name}/{stage.name}",
         )
     save_checkpoint(student, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)

@@ -5,6 +5,13 @@ context stage, with its RoPE base set on entry) and trains with `train_lm`. Fini
 save_pretrained checkpoint plus the tokenizer. `git:<path>` sources give repo-level sequences
 of a local git repository. Optional synthetic copy rows (arcforge/data/copy_rows.py) make a
 first phase (`copy_warmup_steps`) and/or part of every batch (`copy_rows`).
+
+Options: `mtp:` trains a multi-token-prediction head beside the model (arcforge.model.mtp; it
+continues the init checkpoint's head when there is one) and saves it as `mtp.safetensors` in
+the checkpoint; `dsa:` (mid-training, models with DSA indexers) runs DSA's dense warm-up and
+sparse phases (arcforge.train.dsa) after the context schedule, on the last phase's batches,
+logging to `dsa_metrics.jsonl`; `trainer: {backend: fsdp2}` shards the training over torchrun
+ranks (arcforge.train.fsdp), rank 0 writing the stage's files.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
 from arcforge.data.copy_rows import copy_rows, plain_token_ids
@@ -24,8 +31,12 @@ from arcforge.data.midtrain import git_repo_sequences
 from arcforge.data.packing import HELDOUT_SEQ_LEN, PackedDataset, pack, tokenize_docs
 from arcforge.data.sources import Record, load_records
 from arcforge.errors import UserError
-from arcforge.model.checkpoint import save_checkpoint, set_max_positions, set_rope_theta
-from arcforge.stages.common import RunContext, model_for_stage
+from arcforge.metrics import JsonlSink
+from arcforge.model.checkpoint import set_max_positions, set_rope_theta
+from arcforge.model.mtp import MTPHead, has_mtp, load_mtp, save_mtp
+from arcforge.stages.common import RunContext, is_main_rank, model_for_stage
+from arcforge.train.dsa import DsaCfg, DsaResult, dsa_attentions, run_dsa_phases
+from arcforge.train.fsdp import TrainerCfg, export_hf
 from arcforge.train.lm import heldout_loss, train_lm
 from arcforge.train.loop import Phase
 
@@ -36,6 +47,13 @@ class ContextStageCfg(Strict):
     seq_len: int = Field(gt=8)
     tokens: int = Field(gt=0)
     rope_theta: float = Field(10000.0, gt=0)
+
+
+class MTPCfg(Strict):
+    """A multi-token-prediction head trained with the LM loss (arcforge.model.mtp)."""
+
+    draft_steps: int = Field(2, ge=1)  # depths trained = speculative draft tokens per round
+    weight: float = Field(0.3, ge=0)  # lambda: loss = LM + lambda * MTP
 
 
 class LMStageCfg(StageCfg):
@@ -59,6 +77,26 @@ class LMStageCfg(StageCfg):
     copy_rows: float = Field(0.0, ge=0.0, lt=1.0)
     heldout_every: int = Field(50, gt=0)
     heldout_docs: int = Field(64, gt=0)
+    mtp: MTPCfg | None = None  # train an MTP head alongside (saved beside the HF weights)
+    # mid-training only, models with DSA indexers (glm5-* presets): DSA's warm-up + sparse phases
+    dsa: DsaCfg | None = None
+    # single: this process; fsdp2: sharded over the ranks of `arcforge run --nproc N`
+    trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> LMStageCfg:
+        if self.dsa is not None and self.kind != "midtrain":
+            raise ValueError(
+                f"dsa: DSA's warm-up and sparse phases belong to a midtrain stage, not {self.kind}"
+            )
+        sharded = self.trainer.backend == "fsdp2"
+        if sharded and self.dsa is not None:
+            raise ValueError("dsa: the DSA phases run in one process; use trainer backend single")
+        if sharded and self.mtp is not None:
+            raise ValueError(
+                "mtp: trainer backend fsdp2 does not train an MTP head; use backend single"
+            )
+        return self
 
     @field_validator("context_schedule")
     @classmethod
@@ -109,6 +147,10 @@ def mixed_rows(
 def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     model = model_for_stage(ctx, stage)
+    if stage.dsa is not None and not dsa_attentions(model):  # before training, not after
+        raise UserError(
+            f"stage {stage.name!r}: dsa: the model has no DSA indexer (use a glm5-* model preset)"
+        )
     streams, weights, curation = [], [], {}
     for s in stage.sources:
         texts = _source_texts(s.source)
@@ -121,21 +163,34 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     held_docs = [d.text for d in ctx.world.heldout_corpus()[: stage.heldout_docs * 4]]
     held = pack(tokenize_docs(held_docs, tok), HELDOUT_SEQ_LEN)[: stage.heldout_docs]
     phases = build_phases(stage, streams, weights, plain_token_ids(tok))
+    mtp = _mtp_head(ctx, stage, model)
     res = train_lm(
         model,
         phases,
         stage.optim,
         out,
         heldout=lambda m: heldout_loss(m, held),
+        mtp=mtp,
+        mtp_weight=stage.mtp.weight if stage.mtp else 0.0,
         log_every=stage.log_every,
         checkpoint_every=stage.checkpoint_every,
         heldout_every=stage.heldout_every,
         desc=f"{stage.kind} {stage.name}",
         precision=stage.precision,
+        trainer=stage.trainer,
+        logging=ctx.cfg.logging,
+        run_name=f"{ctx.cfg.name}/{stage.name}",
     )
+    dsa = _dsa_phases(stage, model, phases[-1], out) if stage.dsa else None
     final_held = heldout_loss(model, held)
-    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
-    (out / "curation.json").write_text(json.dumps(curation, indent=1))
+    export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    if mtp is not None:  # after the export, which replaces the directory
+        save_mtp(mtp, out / "checkpoint")
+    if is_main_rank():
+        (out / "curation.json").write_text(json.dumps(curation, indent=1))
+    extra = {}
+    if dsa is not None:
+        extra = {"dsa_warmup_kl": _ends(dsa.warmup_kl), "dsa_sparse_kl": _ends(dsa.sparse_kl)}
     return {
         "steps": res.steps,
         "final_loss": res.final_loss,
@@ -144,7 +199,40 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         "tokens_per_s": res.tokens / max(1e-9, res.seconds),
         "context": [c.seq_len for c in stage.context_schedule] or [stage.seq_len],
         "curation": curation,
+        **extra,
     }
+
+
+def _mtp_head(ctx: RunContext, stage: LMStageCfg, model: torch.nn.Module) -> MTPHead | None:
+    """The stage's MTP head: the init checkpoint's when it has one (trained on for
+    `stage.mtp.draft_steps` depths; the depths share one layer), else a new one."""
+    if stage.mtp is None:
+        return None
+    init = ctx.init_checkpoint(stage)
+    if init is not None and has_mtp(init):
+        mtp = load_mtp(init, model.config)
+        mtp.draft_steps = stage.mtp.draft_steps
+        return mtp
+    return MTPHead(model.config, stage.mtp.draft_steps)
+
+
+def _dsa_phases(stage: LMStageCfg, model: torch.nn.Module, last: Phase, out: Path) -> DsaResult:
+    """DSA's warm-up and sparse phases on the last context phase's batches (cycled), one row per
+    step in `dsa_metrics.jsonl`."""
+    assert stage.dsa is not None
+    sink = JsonlSink(out / "dsa_metrics.jsonl")
+    return run_dsa_phases(
+        model,
+        lambda step: last.batch_fn(step % last.steps),
+        stage.dsa,
+        optim=stage.optim,
+        log=lambda row: sink.log(row["step"], {k: v for k, v in row.items() if k != "step"}),
+    )
+
+
+def _ends(curve: list[float]) -> list[float]:
+    """[first, last] of a curve ([] when it is empty)."""
+    return [curve[0], curve[-1]] if curve else []
 
 
 def build_phases(

@@ -93,6 +93,8 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
             pad_id=pad,
             stop_ids=stop_token_ids(tok),
             desc=f"rl {stage.name}",
+            logging=ctx.cfg.logging,
+            run_name=f"{ctx.cfg.name}/{stage.name}",
         )
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
     k = max(1, len(rows) // 5)

@@ -1,5 +1,6 @@
 """The SFT stage: its config (`SFTStageCfg`) and runner, sources → conversations →
-chat-template encoding → `train_sft`."""
+chat-template encoding → `train_sft`. `trainer: {backend: fsdp2}` shards the training over
+torchrun ranks (arcforge.train.fsdp); the checkpoint is one save_pretrained directory either way."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pydantic import Field
 from arcforge.config import OptimCfg, SourceCfg, StageCfg
 from arcforge.data.sources import load_records
 from arcforge.errors import UserError
-from arcforge.model.checkpoint import save_checkpoint
 from arcforge.stages.common import RunContext, model_for_stage
+from arcforge.train.fsdp import TrainerCfg, export_hf
 from arcforge.train.sft import Conversation, encode_conversations, train_sft
 from arcforge.types import Message, Tool
 
@@ -28,6 +29,8 @@ class SFTStageCfg(StageCfg):
     optim: OptimCfg = OptimCfg(lr=1e-3, warmup_steps=10)
     precision: Literal["fp32", "bf16"] = "fp32"  # as in LMStageCfg
     preserve_thinking: bool = False
+    # single: this process; fsdp2: sharded over the ranks of `arcforge run --nproc N`
+    trainer: TrainerCfg = Field(default_factory=TrainerCfg)
 
 
 # ---- the runner ----------------------------------------------------------------------------
@@ -76,8 +79,17 @@ def run_sft_stage(ctx: RunContext, stage: SFTStageCfg, out: Path) -> dict:
     )
     if not examples:
         raise UserError(f"stage {stage.name!r}: its sources gave no trainable conversation")
-    res = train_sft(model, examples, stage, out, pad_id=tok.pad_token_id or 0)
-    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    res = train_sft(
+        model,
+        examples,
+        stage,
+        out,
+        pad_id=tok.pad_token_id or 0,
+        trainer=stage.trainer,
+        logging=ctx.cfg.logging,
+        run_name=f"{ctx.cfg.name}/{stage.name}",
+    )
+    export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
     return {
         "steps": res.steps,
         "final_loss": res.final_loss,

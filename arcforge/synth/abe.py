@@ -29,7 +29,7 @@ from typing import Any
 from arcforge.errors import UserError
 from arcforge.synth.asking import ask_json
 from arcforge.synth.wkg import LITERAL_RELATIONS, SUBJECT_TYPE, WebGraph
-from arcforge.types import Task, Validation
+from arcforge.types import Task, Tool, Validation
 from arcforge.world.questions import QUESTION
 
 SCENARIOS = ("single_hop", "parallel_single_hop", "multi_hop", "parallel_multi_hop")
@@ -157,14 +157,9 @@ def spec_from_dict(d: dict[str, Any]) -> ABESpec:
 
 
 def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required},
-        },
-    }
+    """The OpenAI function-tool schema of a tool taking the object `props` (`required` keys)."""
+    params = {"type": "object", "properties": props, "required": required}
+    return Tool(name, description, params).schema()
 
 
 # ---------------------------------------------------------------- rule route

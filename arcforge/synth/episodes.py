@@ -45,8 +45,8 @@ from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, episode_to_messages, run_episodes
 from arcforge.rollout.policies import EXPERT_VERSIONS, ScriptedEngine, expert_engine
 from arcforge.types import Message, Task, Tool, Trajectory
+from arcforge.world.demos import MODES
 
-MODES = ("interleaved", "preserved", "dropped", "turn_level")
 KIND_SUITE = {
     "tool": "tool",
     "search": "search",

@@ -146,14 +146,9 @@ def _step_tool(step: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 def _schema(name: str, description: str, props: dict[str, Any], required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": props, "required": required},
-        },
-    }
+    """The OpenAI function-tool schema of a tool taking the object `props` (`required` keys)."""
+    params = {"type": "object", "properties": props, "required": required}
+    return Tool(name, description, params).schema()
 
 
 def extract_rules(item: GemItem) -> bool:

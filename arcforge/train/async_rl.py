@@ -16,19 +16,13 @@ trainer below takes a batch whenever one is ready:
               + 1 (timeout -> WeightSyncTimeout) and, with reset_optimizer, Adam's moments are
               cleared; episodes in flight continue on the new weights (partial rollouts keep
               per-segment versions)
-    log/save  metrics.jsonl (idle fraction, staleness, drops, mixture); the resumable state
-              holds weights, optimizer, RNG, step, version and the orchestrator's state
-    average   optional (`weight_ema: d`): a Polyak average of the weights, avg <- d avg + (1 - d) w
-              after every step from the stage's first weights; the engines keep sampling from
-              the online weights, while the probe, the kept best and the stage's checkpoint
-              take the average (its state is saved and resumed with the rest)
-    probe     optional (`probe:`): greedy episodes on dev tasks (neither train nor test) at
-              step 0, every `probe.every` steps and at the end, logged to probe.jsonl with
-              each item's score; `probe.keep` picks the weights the stage ends on (see
-              kept_probe). RL on a tiny model moves held-out suites up in one run and down in
-              the next (two runs of one config can differ by 0.2 on TIR), so a stage
-              that may only be kept when it helped measures that on items it neither trains
-              nor reports on
+    log/save  metrics.jsonl and the run's other metric sinks (idle fraction, staleness, drops,
+              mixture); the resumable state (arcforge.train.resume) holds weights, optimizer,
+              RNG, step, version and the orchestrator's state
+    average   optional (`weight_ema: d`): a Polyak average of the weights (WeightEMA)
+    probe     optional (`probe:`): greedy episodes on dev tasks at step 0, every `probe.every`
+              steps and at the end (StepProbe); `probe.keep` picks the weights the stage ends
+              on (kept_probe); both in arcforge.train.step_select
 
 Synchronous RL is the same code with tau = 0 and sync_every = 1: the orchestrator then admits
 exactly one batch of jobs per version. Deliberate simplification: with sync_every > 1 a state
@@ -39,40 +33,32 @@ version number.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg
+from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.orchestrator import Batch, Orchestrator
-from arcforge.stats import mean_ci
-from arcforge.train.loop import (
-    MetricsLog,
-    build_optimizer,
-    checkpoint_if_due,
-    find_state,
-    load_state,
-    lr_at,
-    save_state,
-)
+from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.optim import Optimizer
+from arcforge.train.resume import TrainerState
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import TokenBatch, pad_trajectories
+from arcforge.train.step_select import (
+    Probe,
+    ProbeSettings,
+    StepProbe,
+    WeightEMA,
+    weights,
+)
+from arcforge.train.step_select import kept_probe as kept_probe  # the stage's import
 
 OVERLONG = ("length", "context")
-
-
-class ProbeSettings(Protocol):
-    """What the trainer reads of a probe config (the agentic RL stage's ProbeCfg)."""
-
-    every: int  # steps between probes (also at step 0 and the last step)
-    keep: str  # which probed weights the stage ends on (kept_probe)
 
 
 class AsyncRLSettings(Protocol):
@@ -160,131 +146,50 @@ def has_signal(tb: TokenBatch) -> bool:
     return len(tb.signal_rows()) > 0
 
 
-def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+def train_step(
+    model: torch.nn.Module, opt: Optimizer, tb: TokenBatch, cfg: AsyncRLSettings, step: int
+) -> dict[str, float]:
+    """One optimizer step on `tb` at step `step`'s learning rate: backward, clip, AdamW; a
+    batch without signal (`has_signal`) leaves the weights as they are.
+
+    Returns:
+        updated (1.0 when the weights moved), loss, grad_norm and the loss's stats.
+    """
+    for g in opt.param_groups:
+        g["lr"] = lr_at(step, cfg.steps, cfg.optim)
+    opt.zero_grad(set_to_none=True)
+    stats: dict[str, float] = {"updated": float(has_signal(tb)), "loss": 0.0, "grad_norm": 0.0}
+    if stats["updated"]:
+        temperature = cfg.temperature if cfg.tempered_logprobs else 1.0
+        stats.update(policy_backward(model, tb, cfg, temperature=temperature))
+        stats["grad_norm"] = float(
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+        )
+        opt.step()
+    return stats
 
 
-Probe = Callable[[torch.nn.Module], dict[str, list[float]]]  # model -> dev suite -> item scores
-
-
-def best_probe(rows: list[dict]) -> dict | None:
-    """The probe.jsonl row with the best mean, the earliest of equal ones (BestKeeper's rule)."""
-    return max(rows, key=lambda r: (r["mean"], -r["step"]), default=None)
-
-
-def probe_items(row: dict) -> list[float] | None:
-    """A probe.jsonl row's item scores, suite after suite (None: a row written without them)."""
-    suites = sorted(k for k in row if k.startswith("items_"))
-    return [x for k in suites for x in row[k]] if suites else None
-
-
-def kept_probe(rows: list[dict], keep: str) -> dict | None:
-    """The probe.jsonl row whose weights a stage with `probe.keep = keep` ends on.
-
-    "best" takes the best mean (the earliest of equal ones): an argmax over noisy dev scores,
-    which favours whichever step the noise lifted. "last_unless_worse" takes the last probed
-    step unless its paired change from the best one (item by item, the same dev tasks) lies
-    below zero beyond its 95% interval: a guard against a run that fell, not a search for the
-    luckiest step. In a 90-step run with dev TIR 0.71, 0.74, 0.74, 0.70 at steps 0-90, "best"
-    kept step 30 (held out +0.043, within its interval) where step 90's weights scored +0.087,
-    beyond it; a run with dev TIR 0.71, 0.73, 0.71, 0.55 is the case the guard is for: its
-    step 90 lost 0.037 held out (docs/experiments.md, "Probe and step selection")."""
-    if not rows:
-        return None
-    best, last = best_probe(rows), max(rows, key=lambda r: r["step"])
-    if keep == "best":
-        return best
-    if keep == "last" or best is last:
-        return last
-    a, b = probe_items(last), probe_items(best)
-    if a is None or b is None or len(a) != len(b):
-        return best  # no paired items to test the fall on: the best mean
-    _, _, hi = mean_ci([x - y for x, y in zip(a, b)])
-    return best if hi < 0 else last
-
-
-class BestKeeper:
-    """The probed step with the best mean score and its weights, in probe/best-<step>.safetensors.
-
-    A new best's file is written before the trainer state that names it, and older files are
-    removed only after that state is saved, so a resumed run always finds the file its state
-    names (files of a step the resumed state never saw are removed on resume)."""
-
-    def __init__(self, out_dir: Path, state: dict | None):
-        self.dir = out_dir / "probe"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.step, self.score = (state or {}).get("step", -1), (state or {}).get("score", -1.0)
-        self.prune()
-
-    def path(self, step: int) -> Path:
-        return self.dir / f"best-{step}.safetensors"
-
-    def offer(self, model: torch.nn.Module, step: int, score: float) -> bool:
-        """Keep `model`'s weights when `score` beats the best so far (ties keep the earlier)."""
-        if score <= self.score:
-            return False
-        self._save(model, self.path(step))
-        self.step, self.score = step, score
-        return True
-
-    def keep_last(self, model: torch.nn.Module, step: int) -> None:
-        """Set the last step's weights aside (probe/last-<step>) before an earlier best wins."""
-        self._save(model, self.dir / f"last-{step}.safetensors")
-
-    @staticmethod
-    def _save(model: torch.nn.Module, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        save_file({k: v.contiguous() for k, v in _weights(model).items()}, str(tmp))
-        tmp.replace(path)
-
-    def state(self) -> dict:
-        return {"step": self.step, "score": self.score}
-
-    def prune(self) -> None:
-        for f in self.dir.glob("best-*"):
-            if f.name != self.path(self.step).name:
-                f.unlink()
-
-    def restore(self, model: torch.nn.Module) -> None:
-        model.load_state_dict(load_file(str(self.path(self.step))))
-
-
-class WeightEMA:
-    """A Polyak (exponential moving) average of the trainer's weights:
-
-        avg_0 = w_0,   avg_t = d · avg_(t-1) + (1 − d) · w_t        (after every trainer step)
-
-    The episodes must come from the policy being trained, so the engines keep the online
-    weights w_t; what the stage evaluates and ends on is the average. On the tiny demo model
-    one step moves greedy dev TIR by up to 0.2 (0.68, 0.45, 0.67, 0.72, 0.52 at steps 0-24 in
-    one run) where the sampled reward rises slowly; averaging the iterates keeps the direction
-    they share and damps the step-to-step noise (tail averaging of SGD, as in SWA /
-    EMA-of-weights). Measured once at d 0.9: a smoother dev curve, no held-out gain over the
-    last iterate; hence off by default (docs/experiments.md, "Weight EMA")."""
-
-    def __init__(
-        self, model: torch.nn.Module, decay: float, saved: dict[str, torch.Tensor] | None = None
-    ) -> None:
-        self.decay = decay
-        self.avg = _weights(model) if saved is None else saved
-
-    def update(self, model: torch.nn.Module) -> None:
-        with torch.no_grad():
-            for k, v in model.state_dict().items():
-                if v.is_floating_point():
-                    self.avg[k].lerp_(v, 1.0 - self.decay)
-                else:
-                    self.avg[k].copy_(v)
-
-    @contextmanager
-    def applied(self, model: torch.nn.Module) -> Iterator[None]:
-        """The model holds the average inside the block and its online weights after it."""
-        online = _weights(model)
-        model.load_state_dict(self.avg)
-        try:
-            yield
-        finally:
-            model.load_state_dict(online)
+def save_after_step(
+    state: TrainerState,
+    cfg: AsyncRLSettings,
+    done: int,
+    stop_after: int | None,
+    prober: StepProbe | None,
+    extra: dict[str, Any],
+    tensors: dict[str, dict[str, torch.Tensor]] | None,
+) -> bool:
+    """Save the resumable state when due, or after a probe (the state names the best probed
+    weights); once saved, the keeper's other files go. True when the loop must stop."""
+    stop = state.checkpoint_if_due(
+        done, cfg.steps, cfg.checkpoint_every, stop_after, extra=extra, tensors=tensors
+    )
+    saved = stop or (done % cfg.checkpoint_every == 0 and done < cfg.steps)
+    if prober is not None and prober.due(done) and not saved and done < cfg.steps:
+        state.save(done, extra, tensors)
+        saved = True
+    if prober is not None and saved:
+        prober.saved()
+    return stop
 
 
 def train_async_rl(
@@ -299,6 +204,8 @@ def train_async_rl(
     desc: str = "agentic rl",
     probe: Probe | None = None,
     temperatures: dict[str, float] | None = None,
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> list[dict]:
     """Train `model` on batches from `orch` while `workers` (LocalWorkers or RayWorkers) roll out.
 
@@ -313,52 +220,29 @@ def train_async_rl(
         temperatures: pool -> its sampling temperature where pools sample at their own
             (the agentic stage's per-source temperature; the workers must sample so); with
             `cfg.tempered_logprobs` the trainer scores each row at its pool's.
+        logging: where metrics go besides metrics.jsonl (None: metrics.jsonl only).
+        run_name: the name W&B / trackio show for this run (default: out_dir's name).
     Returns:
         the metric rows logged by this call.
     """
     opt = build_optimizer(model, cfg.optim)
-    state, start, version = find_state(out_dir), 0, 0
-    if state:
-        info = load_state(state, model, opt)
-        start, version = info["step"], info["version"]
-        orch.restore(info["orchestrator"])
-        workers.push_weights(_weights(model), version, cfg.weight_sync_timeout)
-    ema = None
-    if cfg.weight_ema > 0:  # resumed from the state's average; a fresh one starts at w_0
-        saved = state / "ema.safetensors" if state else None
-        ema = WeightEMA(
-            model, cfg.weight_ema, load_file(str(saved)) if saved and saved.exists() else None
-        )
-    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
-    pcfg = cfg.probe if probe is not None else None
-    if pcfg:
-        plog = MetricsLog(out_dir / "probe.jsonl", resume_step=start if state else None)
-        best = BestKeeper(out_dir, info.get("best") if state else None)
-
-        def run_probe(done: int) -> None:
-            t0 = time.monotonic()
-            with ema.applied(model) if ema else nullcontext():  # what the stage would end on
-                items = probe(model)
-                scores = {k: sum(v) / max(1, len(v)) for k, v in items.items()}
-                mean_score = round(sum(scores.values()) / len(scores), 9)  # equal means tie
-                new = best.offer(model, done, mean_score)
-            plog.write(
-                step=done,
-                mean=mean_score,
-                best=new,
-                probe_s=time.monotonic() - t0,
-                **{f"probe_{k}": v for k, v in scores.items()},
-                **{f"items_{k}": v for k, v in items.items()},
-            )
-            print(
-                f"[probe] step {done}: "
-                + " ".join(f"{k}={v:.3f}" for k, v in scores.items())
-                + f" mean={mean_score:.3f}"
-                + (" (best)" if new else "")
-            )
-
-        if not state:
-            run_probe(0)
+    state = TrainerState(out_dir, model, opt)
+    start, version = state.step, state.info.get("version", 0)
+    if state.resumed:
+        orch.restore(state.info["orchestrator"])
+        workers.push_weights(weights(model), version, cfg.weight_sync_timeout)
+    # resumed from the state's average; a fresh one starts at w_0
+    ema = WeightEMA(model, cfg.weight_ema, state.tensors("ema")) if cfg.weight_ema > 0 else None
+    sink = MetricSink(
+        logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
+    )
+    prober = None
+    if probe is not None and cfg.probe:
+        resume_step, best = state.metrics_resume_step, state.info.get("best")
+        prober = StepProbe(probe, cfg.probe, out_dir, cfg.steps, resume_step, best, ema)
+        if not state.resumed:
+            prober.run(model, 0)
+    temps = temperatures if cfg.tempered_logprobs else None
     rows: list[dict] = []
     t_begin, waited, n_trajs = time.monotonic(), 0.0, 0
     model.train()
@@ -370,30 +254,15 @@ def train_async_rl(
                 batch = orch.next_batch(cfg.batch_timeout)
                 t_wait = time.monotonic() - t0
                 t1 = time.monotonic()
-                tb, bstats = batch_tensors(
-                    batch, cfg.group_size, pad_id, temperatures if cfg.tempered_logprobs else None
-                )
-                for g in opt.param_groups:
-                    g["lr"] = lr_at(step, cfg.steps, cfg.optim)
-                opt.zero_grad(set_to_none=True)
-                stats: dict[str, float] = {
-                    "updated": float(has_signal(tb)),
-                    "loss": 0.0,
-                    "grad_norm": 0.0,
-                }
-                if stats["updated"]:
-                    stats.update(policy_backward(model, tb, cfg))
-                    stats["grad_norm"] = float(
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
-                    )
-                    opt.step()
+                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id, temps)
+                stats = train_step(model, opt, tb, cfg, step)
                 if ema:
                     ema.update(model)
                 t_train = time.monotonic() - t1
                 done, t_sync = step + 1, 0.0
                 if done % cfg.sync_every == 0:
                     version += 1
-                    t_sync = workers.push_weights(_weights(model), version, cfg.weight_sync_timeout)
+                    t_sync = workers.push_weights(weights(model), version, cfg.weight_sync_timeout)
                     if cfg.reset_optimizer:
                         opt.state.clear()  # Adam's moments remember gradients of older policies
                 waited, n_trajs = waited + t_wait, n_trajs + bstats["trajectories"]
@@ -414,46 +283,27 @@ def train_async_rl(
                     **stats,
                 }
                 rows.append(row)
-                log.write(**row)
-                probed = bool(pcfg) and (done % pcfg.every == 0 or done == cfg.steps)
-                if probed:
-                    run_probe(done)
+                sink.log(done, row)
+                if prober is not None and prober.due(done):
+                    prober.run(model, done)
                 extra = {
                     "version": version,
                     "orchestrator": orch.state(),
-                    **({"best": best.state()} if pcfg else {}),
+                    **(prober.state() if prober else {}),
                 }
                 tensors = {"ema": ema.avg} if ema else None
-                stop = checkpoint_if_due(
-                    out_dir / "state",
-                    model,
-                    opt,
-                    done,
-                    cfg.steps,
-                    cfg.checkpoint_every,
-                    stop_after,
-                    extra=extra,
-                    tensors=tensors,
-                )
-                saved = stop or (done % cfg.checkpoint_every == 0 and done < cfg.steps)
-                if probed and not saved and done < cfg.steps:  # the state names the best
-                    save_state(out_dir / "state", model, opt, done, extra, tensors)
-                    saved = True
-                if pcfg and saved:  # the saved state names the best file: drop the others
-                    best.prune()
+                stop = save_after_step(state, cfg, done, stop_after, prober, extra, tensors)
                 bar.update(done, reward=bstats["reward_mean"], v=version)
                 if stop:
                     break
     finally:
         workers.stop()
-    finished = done_all(rows, start, cfg.steps)
-    if ema and finished:
-        model.load_state_dict(ema.avg)  # the stage ends on the average (or an earlier best)
-    if pcfg and pcfg.keep != "last" and finished and best.step >= 0:
-        kept = kept_probe(plog.rows(), pcfg.keep)
-        if kept is not None and kept["step"] == best.step != cfg.steps:
-            best.keep_last(model, cfg.steps)
-            best.restore(model)  # the weights of the best probed step
+        sink.close()
+    if done_all(rows, start, cfg.steps):
+        if ema:
+            model.load_state_dict(ema.avg)  # the stage ends on the average (or an earlier best)
+        if prober is not None:
+            prober.select(model)  # the weights of the probed step `probe.keep` picks
     model.eval()
     return rows
 

@@ -28,17 +28,12 @@ from typing import Protocol
 import torch
 
 from arcforge.config import OptimCfg
+from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rl.losses import opd_advantages
 from arcforge.rollout.engine import Engine, SamplingParams
-from arcforge.train.loop import (
-    MetricsLog,
-    build_optimizer,
-    checkpoint_if_due,
-    find_state,
-    load_state,
-    lr_at,
-)
+from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.resume import TrainerState
 from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
 from arcforge.train.rollout_batch import (
     TokenBatch,
@@ -108,6 +103,8 @@ def train_distill(
     stop_ids: list[int],
     stop_after: int | None = None,
     desc: str = "distill",
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> list[dict]:
     """Run `cfg.steps` on-policy distillation steps on `student`, syncing `engine` after each.
 
@@ -115,6 +112,8 @@ def train_distill(
         student: the trainer's policy (updated in place); engine starts with its weights.
         teachers: frozen teachers with their prompt pools and ratios.
         stop_after: stop after this many steps (state saved), to test resume.
+        logging: where metrics go besides metrics.jsonl (None: metrics.jsonl only).
+        run_name: the name W&B / trackio show for this run (default: out_dir's name).
     Returns:
         the metric rows logged by this call.
     """
@@ -123,15 +122,16 @@ def train_distill(
     streams = [PromptStream(t.prompts, cfg.seed + 7919 * i) for i, t in enumerate(teachers)]
     quotas = split_by_ratio([t.ratio for t in teachers], cfg.prompts_per_step)
     opt = build_optimizer(student, cfg.optim)
-    state, start, cursors = find_state(out_dir), 0, [0] * len(teachers)
-    if state:
-        info = load_state(state, student, opt)
-        start, cursors = info["step"], info["cursors"]
-        engine.load_weights(student.state_dict(), info["engine_version"])
-    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    state = TrainerState(out_dir, student, opt)
+    start, cursors = state.step, state.info.get("cursors", [0] * len(teachers))
+    if state.resumed:
+        engine.load_weights(student.state_dict(), state.info["engine_version"])
+    sink = MetricSink(
+        logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
+    )
     rows: list[dict] = []
     student.train()
-    with progress(cfg.steps, desc, start=start) as bar:
+    with sink, progress(cfg.steps, desc, start=start) as bar:
         for step in range(start, cfg.steps):
             t0 = time.time()
             prompts, owner = [], []
@@ -183,11 +183,8 @@ def train_distill(
                 **stats,
             }
             rows.append(row)
-            log.write(**row)
-            stop = checkpoint_if_due(
-                out_dir / "state",
-                student,
-                opt,
+            sink.log(done, row)
+            stop = state.checkpoint_if_due(
                 done,
                 cfg.steps,
                 cfg.checkpoint_every,

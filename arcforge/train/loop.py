@@ -15,6 +15,11 @@ step count, batch function and an `on_enter(model)` hook that is re-applied on r
 (arcforge.train.fsdp): the model is sharded, each rank trains on its share of each batch's rows
 with the loss weighted to the global token mean, checkpoints are sharded (DCP), and only rank 0
 logs and draws progress.
+
+Metrics go through `arcforge.metrics.MetricSink` (metrics.jsonl always, plus the sinks the run's
+`logging:` names). With `optim.moe_bias_gamma` > 0 on a model with MoE routers, an
+`AuxFreeBalancer` moves each router's expert bias after every optimizer step, and the logged rows
+carry the expert-load statistics of the step.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from safetensors.torch import load_file, save_file
 from arcforge.config import OptimCfg
 from arcforge.device import model_device, to_device
 from arcforge.errors import ConfigError
+from arcforge.metrics import LoggingCfg, MetricSink
+from arcforge.model.moe import AuxFreeBalancer, routers
 from arcforge.progress import progress
 from arcforge.train.fsdp import (
     TrainerCfg,
@@ -230,6 +237,19 @@ def _locate(phases: list[Phase], step: int) -> tuple[int, int]:
     return len(phases) - 1, phases[-1].steps
 
 
+def _balancer(model: torch.nn.Module, optim: OptimCfg, sharded: bool) -> AuxFreeBalancer | None:
+    """The aux-loss-free MoE balancer `optim.moe_bias_gamma` asks for (None when off or the
+    model has no router)."""
+    if not optim.moe_bias_gamma or not routers(model):
+        return None
+    if sharded:
+        raise ConfigError(
+            "optim.moe_bias_gamma: the aux-loss-free balancer counts one process's tokens, so "
+            "FSDP2 ranks would move their router biases apart; set it to 0 with trainer fsdp2"
+        )
+    return AuxFreeBalancer(model, optim.moe_bias_gamma)
+
+
 def train_loop(
     model: torch.nn.Module,
     phases: list[Phase],
@@ -245,6 +265,8 @@ def train_loop(
     stop_after: int | None = None,
     precision: str = "fp32",
     trainer: TrainerCfg | None = None,
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> LoopResult:
     """Train `model` through `phases`, resuming from `out_dir/state` when it exists.
 
@@ -255,6 +277,8 @@ def train_loop(
         precision: "bf16" computes the loss under bf16 autocast (parameters stay fp32).
         trainer: backend fsdp2 shards `model` in place across the torchrun ranks (it stays
             sharded: save it with arcforge.train.fsdp.export_hf); None or single: this process.
+        logging: the run's metric sinks (default: metrics.jsonl only).
+        run_name: the name W&B / trackio show for this run (default: out_dir's name).
     Returns:
         LoopResult with the last logged loss, the step count and tokens seen.
     """
@@ -265,7 +289,16 @@ def train_loop(
     state = find_state(out_dir)
     start = load_state(state, model, opt)["step"] if state else 0
     main = ranks is None or ranks.main
-    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None, enabled=main)
+    log = MetricSink(
+        logging or LoggingCfg(),
+        out_dir,
+        name=run_name,
+        config={"optim": optim.model_dump(mode="json"), "precision": precision},
+        resume_step=start if state else None,
+        enabled=main,
+    )
+    balancer = _balancer(model, optim, ranks is not None)
+    moe_stats: dict[str, float] = {}
     phase_idx, _ = _locate(phases, start)
     if phases[phase_idx].on_enter:
         phases[phase_idx].on_enter(model)
@@ -273,9 +306,9 @@ def train_loop(
     device = model_device(model)  # batches are built on the CPU and moved there per step
     t0, tokens, loss_ema, history = time.time(), 0, float("nan"), []
     if heldout_fn and start == 0:
-        log.write(step=0, heldout_loss=heldout_fn(model))
+        log.log(0, {"heldout_loss": heldout_fn(model)})
         model.train()
-    with progress(total, desc, start=start) as bar:
+    with log, progress(total, desc, start=start) as bar:
         for step in range(start, total):
             pi, local = _locate(phases, step)
             if pi != phase_idx:
@@ -298,6 +331,8 @@ def train_loop(
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.grad_clip)
             opt.step()
+            if balancer is not None:
+                moe_stats = balancer.step()
             tokens += n_tok
             loss_ema = lv if math.isnan(loss_ema) else 0.9 * loss_ema + 0.1 * lv
             done = step + 1
@@ -309,11 +344,12 @@ def train_loop(
                     "grad_norm": grad_norm_value(gnorm),
                     "phase": phases[pi].name,
                     "tokens_per_s": tokens / max(1e-9, time.time() - t0),
+                    **moe_stats,
                 }
-                log.write(**row)
+                log.log(done, row)
                 history.append(row)
             if heldout_fn and (done % heldout_every == 0 or done == total):
-                log.write(step=done, heldout_loss=heldout_fn(model), phase=phases[pi].name)
+                log.log(done, {"heldout_loss": heldout_fn(model), "phase": phases[pi].name})
                 model.train()
             stop = checkpoint_if_due(
                 out_dir / "state", model, opt, done, total, checkpoint_every, stop_after
@@ -321,6 +357,8 @@ def train_loop(
             bar.update(done, loss=loss_ema)
             if stop:
                 break
+    if balancer is not None:
+        balancer.close()
     model.eval()
     return LoopResult(
         steps=total,

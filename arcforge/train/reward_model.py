@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ from pydantic import Field
 from arcforge.config import OptimCfg, SourceCfg, Strict
 from arcforge.data.sources import Record, load_records
 from arcforge.errors import UserError
+from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rewards.orm import RewardModel
 from arcforge.rl.preference import bradley_terry_loss
-from arcforge.train.loop import MetricsLog, build_optimizer, lr_at
+from arcforge.train.loop import build_optimizer, lr_at
 
 
 class RewardModelCfg(Strict):
@@ -93,6 +95,8 @@ def train_reward_model(
     out_dir: Path | None = None,
     heldout: list[Pair] | None = None,
     desc: str = "train-rm",
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
     """Train `rm` in place with the BT loss; returns a summary (losses, accuracies, seconds).
 
@@ -100,14 +104,16 @@ def train_reward_model(
         rm: the reward model (backbone + head) to train.
         pairs: training pairs; heldout: pairs for the held-out accuracy (optional).
         out_dir: where metrics.jsonl goes (None: not logged).
+        logging: where metrics go besides metrics.jsonl (None: metrics.jsonl only).
+        run_name: the name W&B / trackio show for this run (default: out_dir's name).
     """
     if not pairs:
         raise UserError("train-rm: no training pairs")
     opt = build_optimizer(rm, cfg.optim)
-    log = MetricsLog(out_dir / "metrics.jsonl") if out_dir else None
+    sink = MetricSink(logging or LoggingCfg(), out_dir, name=run_name) if out_dir else None
     t0, rows = time.time(), []
     rm.train()
-    with progress(cfg.steps, desc) as bar:
+    with sink or nullcontext(), progress(cfg.steps, desc) as bar:
         for step in range(cfg.steps):
             batch = [pairs[i] for i in _batch_indices(len(pairs), step, cfg.batch_size, cfg.seed)]
             B = len(batch)
@@ -131,8 +137,8 @@ def train_reward_model(
                 "lr": opt.param_groups[0]["lr"],
             }
             rows.append(row)
-            if log:
-                log.write(**row)
+            if sink:
+                sink.log(step + 1, row)
             bar.update(step + 1, loss=row["loss"], acc=row["accuracy"])
     rm.eval()
     sample = pairs[: min(len(pairs), 256)]
@@ -156,7 +162,12 @@ def train_reward_model(
 
 
 def train_rm_from_checkpoint(
-    checkpoint: Path, cfg: RewardModelCfg, out: Path, desc: str = "train-rm"
+    checkpoint: Path,
+    cfg: RewardModelCfg,
+    out: Path,
+    desc: str = "train-rm",
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
     """Load a causal-LM checkpoint, add a head, train on cfg's sources, save to `out`."""
     from arcforge.model.checkpoint import load_model
@@ -168,7 +179,7 @@ def train_rm_from_checkpoint(
     heldout = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
     tok, _ = load_tokenizer(checkpoint)
     rm = RewardModel(load_model(checkpoint), tok, cfg.max_len, seed=cfg.seed)
-    summary = train_reward_model(rm, pairs, cfg, out, heldout, desc)
+    summary = train_reward_model(rm, pairs, cfg, out, heldout, desc, logging, run_name)
     rm.save(out, extra={"base": str(checkpoint)})
     (out / "DONE").write_text("ok\n")
     return summary

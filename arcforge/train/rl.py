@@ -10,11 +10,12 @@ One step of `train_rl`:
               still counts in its group's baseline, which needs fixed-size groups
     advantage group_advantages (GRPO, mean baseline, no std normalization by default)
     loss      logp_old recomputed by the trainer (no grad), then a micro-batched policy loss
-              picked by name (grpo_icepop: clip + IcePop pop(ρ), ρ = π_train_old / π_infer),
+              picked by name (grpo_icepop: clip + IcePop pop(ρ), ρ = π_train_old / π_infer;
+              `icepop_beta: null` runs the clipped loss without IcePop),
               optional k3 KL to a frozen reference (off by default, as in GLM-5)
     step      AdamW step, then weight sync: engine.load_weights(model, version + 1)
-    log/save  metrics.jsonl; resumable state (weights, optimizer, step, prompt cursor, RNG,
-              engine version) as in arcforge.train.loop
+    log/save  metrics.jsonl (and the run's other metric sinks); resumable state (weights,
+              optimizer, step, prompt cursor, RNG, engine version) through arcforge.train.resume
 
 Prompts come from a `PromptStream`: a seeded permutation per epoch indexed by a cursor, so a
 resumed run continues with exactly the prompts it had not used. Sampling seeds are a function
@@ -40,19 +41,14 @@ from arcforge.chat.tokens import END, EOS
 from arcforge.config import LossCfg, OptimCfg
 from arcforge.data.sources import Record
 from arcforge.device import model_device, to_device
+from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rl.losses import POLICY_LOSSES, kl_penalty
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
-from arcforge.train.loop import (
-    MetricsLog,
-    build_optimizer,
-    checkpoint_if_due,
-    find_state,
-    load_state,
-    lr_at,
-)
+from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.resume import TrainerState
 from arcforge.train.rollout_batch import (
     TokenBatch,
     pad_trajectories,
@@ -221,16 +217,17 @@ def collect_rollouts(
 
 
 # Each policy loss by name, called on one micro-batch (logp has grad, the rest are tensors).
+# grpo_icepop with `icepop_beta: None` runs without IcePop (no train/inference correction).
 LOSS_CALLS: dict[str, Callable[[torch.Tensor, TokenBatch, LossCfg], tuple]] = {
     "grpo_icepop": lambda logp, mb, cfg: POLICY_LOSSES["grpo_icepop"](
         logp,
         mb.logp_old,
-        mb.logp_old if cfg.icepop_beta is None else mb.logp_infer,
+        mb.logp_infer,
         mb.advantages,
         mb.mask,
         cfg.clip_low,
         cfg.clip_high,
-        cfg.icepop_beta or float("inf"),
+        cfg.icepop_beta,
     ),
     "double_sided_is": lambda logp, mb, cfg: POLICY_LOSSES["double_sided_is"](
         logp, mb.logp_infer, mb.advantages, mb.mask, cfg.clip_low, cfg.clip_high
@@ -243,20 +240,23 @@ def policy_backward(
     batch: TokenBatch,
     cfg: LossCfg,
     ref_model: torch.nn.Module | None = None,
+    *,
+    temperature: float = 1.0,
 ) -> dict[str, float]:
     """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
     over micro-batches; returns token-weighted loss stats. With `cfg.loss_agg == "seq_mean"`
     the mask becomes per-trajectory weights first (`sequence_weighted`).
 
-    `cfg` is a stage config with the shared loss fields (`LossCfg`). A cfg with `tempered_logprobs` set (agentic RL) divides
-    the logits by its `temperature`, as its engine did for the rollout logprobs, or by each
-    row's own where the batch has a `temperature` column (pools sampled at their own)."""
-    tempered = getattr(cfg, "tempered_logprobs", False)
-    per_row = tempered and batch.temperature is not None
-    one = cfg.temperature if tempered else 1.0
+    Args:
+        cfg: the loss settings (a stage config is a `LossCfg`).
+        ref_model: the frozen reference of the k3 KL term (with `cfg.kl_coef` > 0).
+        temperature: the logits are divided by it, as the engine did for the rollout logprobs
+            (tempered logprobs, agentic RL; 1: raw); a batch with a `temperature` column
+            (pools sampled at their own) is scored at each row's instead.
+    """
 
     def temp(b: TokenBatch) -> float | torch.Tensor:  # what `b`'s logits are divided by
-        return b.temperature if per_row else one
+        return b.temperature if b.temperature is not None else temperature
 
     if cfg.loss_agg == "seq_mean":  # a reweighted copy: the caller's batch keeps its 0/1 mask
         batch = replace(batch, mask=sequence_weighted(batch.mask))
@@ -308,6 +308,8 @@ def train_rl(
     stop_ids: list[int],
     stop_after: int | None = None,
     desc: str = "rl",
+    logging: LoggingCfg | None = None,
+    run_name: str | None = None,
 ) -> list[dict]:
     """Run `cfg.steps` GRPO steps on `model`, syncing weights into `engine` after each.
 
@@ -317,21 +319,24 @@ def train_rl(
         prompts: the problem pool; scorer: rewards for completions of those prompts.
         stop_ids: token ids that end a completion (<|end|>, EOS).
         stop_after: stop after this many steps (state saved), to test resume.
+        logging: where metrics go besides metrics.jsonl (None: metrics.jsonl only).
+        run_name: the name W&B / trackio show for this run (default: out_dir's name).
     Returns:
         the metric rows logged by this call.
     """
     stream = PromptStream(prompts, cfg.seed)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     opt = build_optimizer(model, cfg.optim)
-    state, start, cursor = find_state(out_dir), 0, 0
-    if state:
-        info = load_state(state, model, opt)
-        start, cursor = info["step"], info["cursor"]
-        engine.load_weights(model.state_dict(), info["engine_version"])
-    log = MetricsLog(out_dir / "metrics.jsonl", resume_step=start if state else None)
+    state = TrainerState(out_dir, model, opt)
+    start, cursor = state.step, state.info.get("cursor", 0)
+    if state.resumed:
+        engine.load_weights(model.state_dict(), state.info["engine_version"])
+    sink = MetricSink(
+        logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
+    )
     rows: list[dict] = []
     model.train()
-    with progress(cfg.steps, desc, start=start) as bar:
+    with sink, progress(cfg.steps, desc, start=start) as bar:
         for step in range(start, cfg.steps):
             t0 = time.time()
             ro = collect_rollouts(engine, stream, cursor, scorer, cfg, step, stop_ids, pad_id)
@@ -363,11 +368,8 @@ def train_rl(
                 **stats,
             }
             rows.append(row)
-            log.write(**row)  # every step: RL steps are few and each is costly
-            stop = checkpoint_if_due(
-                out_dir / "state",
-                model,
-                opt,
+            sink.log(done, row)  # every step: RL steps are few and each is costly
+            stop = state.checkpoint_if_due(
                 done,
                 cfg.steps,
                 cfg.checkpoint_every,

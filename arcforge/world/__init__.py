@@ -1,5 +1,5 @@
 """The embedded default world: a seeded, procedurally generated source of corpora, task pools
-and SFT demonstrations (DESIGN §7). Same seed, byte-identical output; standard library only.
+and SFT demonstrations. Same seed, byte-identical output; standard library only.
 
     from arcforge.world import WorldConfig, build_world
     world = build_world(WorldConfig(seed=0))

@@ -154,7 +154,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         for i in range(n_repos)
     ]
     t = cfg.tasks
-    n_tr, n_te = cfg.n(t.reasoning[0]), cfg.n(t.reasoning[1])
+    n_tr, n_te = cfg.split_counts(t.reasoning)
     mrng = _rng(cfg, "math")
     people = [e.name for e in kb.of_type("person")]
     task_probs = make_problems(mrng, people, n_tr + n_te, set())
@@ -162,40 +162,36 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         cfg, mrng, pages, repos, n_test_repos, task_probs, people, set(kb.by_name)
     )
 
-    tool = tool_tasks(_rng(cfg, "tool"), kb, cfg.n(t.tool[0]), cfg.n(t.tool[1]))
+    tool = tool_tasks(_rng(cfg, "tool"), kb, *cfg.split_counts(t.tool))
     pools = {
         "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),
         "tool": tool,
-        "chat": chat_tasks(_rng(cfg, "chat"), kb, cfg.n(t.chat[0]), cfg.n(t.chat[1])),
+        "chat": chat_tasks(_rng(cfg, "chat"), kb, *cfg.split_counts(t.chat)),
         "long_context": long_context_tasks(
             kb,
             pages,
             cfg.long_context_chars,
             cfg.seed,
-            cfg.n(t.long_context[0]),
-            cfg.n(t.long_context[1]),
+            *cfg.split_counts(t.long_context),
         ),
         "code": code_tasks(
             _rng(cfg, "code_tasks"),
             space,
-            cfg.n(t.code[0]),
-            cfg.n(t.code[1]),
+            *cfg.split_counts(t.code),
             NameBank(_rng(cfg, "code_names")),
             cfg.code_fresh_names,
         ),
         "terminal": terminal_tasks(
             _rng(cfg, "terminal"),
             NameBank(_rng(cfg, "terminal_names")),
-            cfg.n(t.terminal[0]),
-            cfg.n(t.terminal[1]),
+            *cfg.split_counts(t.terminal),
             cfg.terminal_fresh_slots,
         ),
         "swe": swe_tasks(
             _rng(cfg, "swe"),
             repos,
             n_test_repos,
-            cfg.n(t.swe[0]),
-            cfg.n(t.swe[1]),
+            *cfg.split_counts(t.swe),
             NameBank(_rng(cfg, "swe_names")),
             cfg.swe_fresh_repos,
             cfg.swe_fresh_functions,
@@ -205,8 +201,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
             _rng(cfg, "search"),
             kb,
             pages,
-            cfg.n(t.search[0]),
-            cfg.n(t.search[1]),
+            *cfg.split_counts(t.search),
             cfg.search_hops,
             {x.instruction for x in tool[0] + tool[1]},
         ),

@@ -4,7 +4,7 @@ A problem is a start value and 1-3 operations (+, -, *) phrased through a theme 
 travel, inventory, savings, garden). Levels cross the number of steps (1-3) with the operand
 size (1-3 digits); difficulty = ((steps - 1) + (digits - 1)) / 4. The 0.44M demo model learns
 one- and two-step small-number problems quickly, while three steps of three-digit numbers stay
-only partly solvable, which is where RL has room to help (DESIGN §7).
+only partly solvable, which is where RL has room to help.
 """
 
 from __future__ import annotations

@@ -104,6 +104,10 @@ class WorldConfig:
     def n(self, base: int, floor: int = 2) -> int:
         return max(floor, round(base * self.scale))
 
+    def split_counts(self, counts: tuple[int, int]) -> tuple[int, int]:
+        """A kind's (train, test) task counts after `scale`."""
+        return self.n(counts[0]), self.n(counts[1])
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -182,7 +182,7 @@ def test_engine_and_loss_keys_are_checked_per_stage(tmp_path):
     assert cfg.stage("rl").engine.kind == "vllm" and cfg.stage("agentic_rl").clip_high == 0.3
     assert cfg.stage("distill").engine.kind == "local"
     with pytest.raises(ConfigError, match=r"stages\[3\]\.engine\.kind"):
-        load_config(p, ["stages.3.engine.kind=sglang"])
+        load_config(p, ["stages.3.engine.kind=tgi"])
     with pytest.raises(ConfigError, match=r"stages\[4\].*kl_coef.*no reference policy"):
         load_config(p, ["stages.agentic_rl.kl_coef=0.1"])
     with pytest.raises(ConfigError, match=r"stages\[4\].*needs backend local"):

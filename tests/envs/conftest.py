@@ -1,13 +1,16 @@
-"""Shared fixtures for the sandbox tests: a bwrap availability skip and a host-latency probe."""
+"""Shared fixtures for the sandbox tests: a bwrap availability skip, a host-latency probe and
+the host bait a contained sandbox must not reach."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +72,19 @@ def bwrap_box(tmp_path) -> Iterator:
     yield make
     for sb in opened:
         sb.close()
+
+
+@pytest.fixture
+def host_bait() -> Iterator[tuple[Path, int]]:
+    """(secret, port): a file holding "s3cret" in the host user's home and a port listening on
+    the host's loopback (the kernel completes connections to it), both gone after the test."""
+    secret = Path.home() / ".arcforge-test-secret"
+    secret.write_text("s3cret")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    try:
+        yield secret, srv.getsockname()[1]
+    finally:
+        srv.close()
+        secret.unlink()

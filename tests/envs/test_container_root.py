@@ -8,8 +8,6 @@ changes away; restore() covers the layer; the sandbox is as contained as the pla
 from __future__ import annotations
 
 import hashlib
-import socket
-import threading
 import zipfile
 from pathlib import Path
 
@@ -201,30 +199,18 @@ def test_agent_cannot_forge_the_reward_file(task_dir):
     env.close()
 
 
-def test_container_root_is_still_contained(task_dir, tmp_path):
+def test_container_root_is_still_contained(task_dir, host_bait):
     layer = build_layer(
         task_dir / "environment" / "Dockerfile", extra_pip=["/opt/dist/extra-0.1-py3-none-any.whl"]
     ).layer
     assert layer is not None
-    secret = Path.home() / ".arcforge-test-secret"
-    secret.write_text("s3cret")
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-    threading.Thread(target=lambda: srv.accept(), daemon=True).start()
-    try:
-        with open_sandbox("bwrap", root=layer) as sb:
-            probe = sb.exec(
-                f"cat {secret} 2>&1; ls /work /home 2>&1; "
-                f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'"
-                " 2>&1 | tail -1; ls /proc | grep -c '^[0-9]'"
-            )
-            assert "s3cret" not in probe.stdout
-            assert "ConnectionRefused" in probe.stdout or "unreachable" in probe.stdout, probe
-            assert (
-                int(probe.stdout.split()[-1]) <= 6
-            )  # only the sandbox's own processes (host: many)
-    finally:
-        srv.close()
-        secret.unlink()
+    secret, port = host_bait
+    with open_sandbox("bwrap", root=layer) as sb:
+        probe = sb.exec(
+            f"cat {secret} 2>&1; ls /work /home 2>&1; "
+            f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'"
+            " 2>&1 | tail -1; ls /proc | grep -c '^[0-9]'"
+        )
+        assert "s3cret" not in probe.stdout
+        assert "ConnectionRefused" in probe.stdout or "unreachable" in probe.stdout, probe
+        assert int(probe.stdout.split()[-1]) <= 6  # only the sandbox's own processes (host: many)

@@ -14,7 +14,6 @@ import errno
 import http.server
 import os
 import shutil
-import socket
 import threading
 from pathlib import Path
 
@@ -114,30 +113,21 @@ def test_cow_episodes_are_isolated_and_the_image_is_untouched(image):
 
 
 @needs_rootfs
-def test_a_real_root_episode_is_still_contained(image):
-    secret = Path.home() / ".arcforge-rootfs-secret"
-    secret.write_text("s3cret")
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-    try:
-        with RootfsSandbox(image, Limits()) as sb:
-            probe = sb.exec(
-                f"cat {secret} 2>&1; ls /work 2>&1; python3 -c 'import socket; "
-                f'socket.create_connection(("127.0.0.1", {port}), 2)\' 2>&1 | tail -1; '
-                "grep -c tap0 /proc/net/dev; ls /proc | grep -c '^[0-9]'; "
-                "unshare -U true 2>&1 | tail -1"
-            )
-            assert "s3cret" not in probe.stdout and "No such file" in probe.stdout, probe
-            assert "ConnectionRefused" in probe.stdout or "unreachable" in probe.stdout, probe
-            lines = probe.stdout.splitlines()
-            assert lines[-3] == "0", probe  # no link out: episodes have no network
-            assert int(lines[-2]) <= 6, probe  # only the sandbox's own processes
-            assert "Operation not permitted" in lines[-1] or "No space" in lines[-1], probe
-    finally:
-        srv.close()
-        secret.unlink()
+def test_a_real_root_episode_is_still_contained(image, host_bait):
+    secret, port = host_bait
+    with RootfsSandbox(image, Limits()) as sb:
+        probe = sb.exec(
+            f"cat {secret} 2>&1; ls /work 2>&1; python3 -c 'import socket; "
+            f'socket.create_connection(("127.0.0.1", {port}), 2)\' 2>&1 | tail -1; '
+            "grep -c tap0 /proc/net/dev; ls /proc | grep -c '^[0-9]'; "
+            "unshare -U true 2>&1 | tail -1"
+        )
+        assert "s3cret" not in probe.stdout and "No such file" in probe.stdout, probe
+        assert "ConnectionRefused" in probe.stdout or "unreachable" in probe.stdout, probe
+        lines = probe.stdout.splitlines()
+        assert lines[-3] == "0", probe  # no link out: episodes have no network
+        assert int(lines[-2]) <= 6, probe  # only the sandbox's own processes
+        assert "Operation not permitted" in lines[-1] or "No space" in lines[-1], probe
 
 
 @needs_rootfs

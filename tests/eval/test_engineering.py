@@ -4,7 +4,6 @@ environments (bwrap sandbox for the code-running ones); the chain catches regres
 explorer is scored on the files it opened."""
 
 import pytest
-import torch
 
 from arcforge.config import EvalCfg
 from arcforge.envs.chain_env import ChainEnv
@@ -20,15 +19,7 @@ from arcforge.types import Message
 from arcforge.world.chains import chain_tasks
 from arcforge.world.explore import explore_tasks
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from 2 threads, and on a shared 2-core machine OpenMP's
-    spin-waiting threads slow them down by an order of magnitude."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")

@@ -5,6 +5,7 @@ decode steps and the trainer's teacher-forced pass; the indexer stays frozen in 
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_models import glm5_two_layers
 from torch.testing import assert_close
 from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import (
     GlmMoeDsaIndexer,
@@ -14,7 +15,6 @@ from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import (
 from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model
 from arcforge.model.dsa import StableTopkIndexer, indexers, stable_topk
-from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 from arcforge.stages.rl import RLStageCfg
@@ -23,25 +23,11 @@ from arcforge.train.optim import build_optimizer
 V, T = 64, 24
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(**overrides):
-    cfg = build_config(
-        "glm5-tiny",
-        vocab_size=V,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        num_hidden_layers=2,
-        **overrides,
-    )
-    return init_model(cfg, seed=0).eval()
+    return init_model(glm5_two_layers(V, **overrides), seed=0).eval()
 
 
 def test_stable_topk_breaks_ties_by_index():

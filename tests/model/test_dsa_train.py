@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from tiny_models import glm5_two_layers
 from torch.testing import assert_close
 
 from arcforge.errors import UserError
@@ -25,25 +26,11 @@ from arcforge.train.dsa import (
 V, T = 64, 24
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(index_topk=8, sharp=True):
-    cfg = build_config(
-        "glm5-tiny",
-        vocab_size=V,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        num_hidden_layers=2,
-        index_topk=index_topk,
-    )
-    model = init_model(cfg, seed=0)
+    model = init_model(glm5_two_layers(V, index_topk=index_topk), seed=0)
     if sharp:  # an initial model attends almost uniformly: sharpen it so the KL has a target
         with torch.no_grad():
             for attn in dsa_attentions(model):

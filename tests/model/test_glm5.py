@@ -20,13 +20,7 @@ from arcforge.train.optim import build_optimizer
 V = 96
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_glm5_tiny_builds_trains_saves_and_generates(tmp_path):

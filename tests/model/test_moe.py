@@ -3,6 +3,7 @@ uniform through the selection bias alone, expert-load counts, and routing replay
 
 import pytest
 import torch
+from tiny_models import glm5_two_layers
 from torch.testing import assert_close
 from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import GlmMoeDsaTopkRouter
 
@@ -17,29 +18,11 @@ from arcforge.model.moe import (
     replay_routing,
     routers,
 )
-from arcforge.model.presets import build_config
 
 V = 64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def _config(**overrides):
-    return build_config(
-        "glm5-tiny",
-        vocab_size=V,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        num_hidden_layers=2,  # layer 0 dense, layer 1 MoE (8 experts, top-2)
-        **overrides,
-    )
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_bias_update_and_load_stats_by_hand():
@@ -54,7 +37,7 @@ def test_bias_update_and_load_stats_by_hand():
 
 
 def test_aux_free_bias_balances_a_skewed_router_without_touching_gate_weights():
-    router = GlmMoeDsaTopkRouter(_config()).train()  # 8 experts, top-2
+    router = GlmMoeDsaTopkRouter(glm5_two_layers(V)).train()  # 8 experts, top-2
     g = torch.Generator().manual_seed(0)
     mu = torch.randn(128, generator=g)  # every token shares a mean direction ...
     with torch.no_grad():
@@ -83,7 +66,7 @@ def test_aux_free_bias_balances_a_skewed_router_without_touching_gate_weights():
 
 
 def test_expert_load_counts_every_routed_token():
-    model = init_model(_config(), seed=0).train()
+    model = init_model(glm5_two_layers(V), seed=0).train()
     ids = torch.randint(1, V, (3, 10), generator=torch.Generator().manual_seed(0))
     with ExpertLoad(model) as load:
         model(input_ids=ids)
@@ -98,7 +81,7 @@ def test_expert_load_counts_every_routed_token():
 
 
 def test_replayed_routing_reproduces_the_recorded_forward():
-    model = init_model(_config(), seed=0).eval()
+    model = init_model(glm5_two_layers(V), seed=0).eval()
     ids = torch.randint(1, V, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad(), record_routing(model) as rec:
         ref = model(input_ids=ids).logits  # the rollout's forward
@@ -142,7 +125,7 @@ def test_replayed_routing_reproduces_the_recorded_forward():
 def test_replay_per_row_in_a_different_batch():
     # rows recorded in one batch (the rollout) and replayed in another (a training minibatch
     # with other rows, right padding): each row's tokens get the experts recorded for them
-    model = init_model(_config(), seed=0).eval()
+    model = init_model(glm5_two_layers(V), seed=0).eval()
     ids = torch.randint(1, V, (3, 12), generator=torch.Generator().manual_seed(4))
     with torch.no_grad(), record_routing(model) as rec:
         ref = model(input_ids=ids).logits  # (3, 12, V)

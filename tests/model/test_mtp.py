@@ -4,8 +4,9 @@ LM loss, and the head round-trips beside a stock `save_pretrained` checkpoint.""
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_models import micro_llama_config
 from torch.testing import assert_close
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM
 
 from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model, save_checkpoint
@@ -18,26 +19,11 @@ from arcforge.train.loop import Phase
 V = 32
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_llama():
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-    )
-    return init_model(cfg, seed=0)
+    return init_model(micro_llama_config(V), seed=0)
 
 
 def stride_rows(n: int, length: int, seed: int) -> torch.Tensor:

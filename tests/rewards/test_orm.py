@@ -15,15 +15,7 @@ from arcforge.train.reward_model import Pair, RewardModelCfg, pair_accuracy, tra
 from arcforge.world import WorldConfig, build_world
 from arcforge.world.preferences import preference_pairs
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models gain nothing from 2 threads, and on a shared 2-core machine OpenMP's
-    spin-waiting threads slow them down by an order of magnitude."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

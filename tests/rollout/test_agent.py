@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from torch import nn
+from tiny_models import end_biased_nano
 from torch.testing import assert_close
 
 from arcforge.chat import ThinkingConfig, render_ids
@@ -18,8 +18,6 @@ from arcforge.chat.tokens import END
 from arcforge.envs.base import StepResult
 from arcforge.envs.registry import env_factory, make_env
 from arcforge.envs.search_env import SYSTEM_PROMPT
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.agent import (
     AgentConfig,
@@ -87,15 +85,7 @@ class Recording:
 
 @pytest.fixture(scope="module")
 def biased_model(tok):
-    cfg = build_config("nano", len(tok), 1024, tie_word_embeddings=False)
-    model = init_model(cfg, seed=0)
-    head = nn.Linear(64, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight)
-        head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = 5.0
-    model.lm_head = head
-    return model.eval()
+    return end_biased_nano(tok).eval()
 
 
 def _states(model, n):

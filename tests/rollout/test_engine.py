@@ -2,29 +2,20 @@
 
 import pytest
 import torch
+from tiny_models import SMALL_LLAMA, small_llama
 from torch.testing import assert_close
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import Completion, Engine, LocalEngine, SamplingParams
 
 PAD = 0
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20], [30, 31, 32, 33, 34]]
-SMALL = dict(
-    vocab_size=96,
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=128,
-    max_position_embeddings=256,
-)
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**SMALL)).eval()
+    return small_llama()
 
 
 def teacher_forced(model, prompt, completion_ids, temperature=1.0):
@@ -53,7 +44,7 @@ def test_logprobs_equal_training_forward(model, fast):
 
 def test_qwen3_fast_path_logprobs():
     torch.manual_seed(0)
-    qwen = Qwen3ForCausalLM(Qwen3Config(**SMALL, head_dim=16)).eval()
+    qwen = Qwen3ForCausalLM(Qwen3Config(**SMALL_LLAMA, head_dim=16)).eval()
     outs = LocalEngine(qwen, pad_token_id=PAD).generate(PROMPTS, SamplingParams(10, seed=0))
     assert max_logprob_error(qwen, PROMPTS, outs) < 1e-5
 

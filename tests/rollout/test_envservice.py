@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from worker_runs import running
 
 from arcforge.envs.registry import env_factory
 from arcforge.rollout.agent import AgentConfig, run_episodes
@@ -81,11 +82,8 @@ def test_jobs_of_a_dead_service_are_retried_on_another(world, tok, servers):
     a.stop()  # service a is gone before any episode: every job placed there must move to b
     workers = LocalWorkers(orch, expert_engine(tok, pool), tok, CFG, n=3)
     t0 = time.monotonic()
-    workers.start()
-    try:
+    with running(workers):
         batch = orch.next_batch(timeout=60)
-    finally:
-        workers.stop()
     assert sorted(g.task_id for g in batch.groups) == sorted(t.id for t in pool)
     assert all(t.reward == 1.0 for t in batch.trajectories)
     assert orch.counts["retries"] >= 1 and not orch.failed

@@ -8,14 +8,11 @@ import threading
 import time
 
 import pytest
-import torch
-from torch import nn
+from tiny_models import end_biased_nano
+from worker_runs import running
 
-from arcforge.chat.tokens import END
 from arcforge.envs.base import StepResult
 from arcforge.errors import ConfigError
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.engine import LocalEngine
@@ -85,14 +82,7 @@ def tok():
 @pytest.fixture(scope="module")
 def model(tok):
     """A random nano model whose <|end|> logit is biased: short replies (a few tokens)."""
-    model = init_model(build_config("nano", len(tok), 1024, tie_word_embeddings=False), seed=0)
-    head = nn.Linear(64, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight)
-        head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = 5.0
-    model.lm_head = head
-    return model.eval()
+    return end_biased_nano(tok).eval()
 
 
 @pytest.fixture
@@ -191,7 +181,7 @@ def test_state_restore_keeps_versions_buffer_and_pending_jobs():
     orch = Orchestrator(pools, Mixture({"math": 1}), 2, tau=1)
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0)))
     orch.set_version(4)
-    running = orch.acquire(timeout=0.1)
+    in_flight = orch.acquire(timeout=0.1)
     orch.inject(_group(99, "math", version=3))
     state = orch.state()
     again = Orchestrator(pools, Mixture({"math": 1}), 2, tau=1)
@@ -199,7 +189,7 @@ def test_state_restore_keeps_versions_buffer_and_pending_jobs():
     again.restore(state)
     assert again.version == 4 and again.cursor == orch.cursor
     redo = again.acquire(timeout=0.1)  # the job that was running is redone, not lost
-    assert (redo.job_id, redo.task.id) == (running.job_id, running.task.id)
+    assert (redo.job_id, redo.task.id) == (in_flight.job_id, in_flight.task.id)
     again.set_version(5)  # the restored group (w0 = 3) is now 2 versions old: over tau = 1
     again.complete(redo, [Trajectory([], task_id=redo.task.id)])
     with pytest.raises(TimeoutError):
@@ -212,16 +202,13 @@ def test_worker_killed_mid_episode_yields_exactly_one_trajectory_per_task(tok, e
     orch = Orchestrator({"math": pool}, Mixture({"math": 1}), 6, group_size=1, tau=0)
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0.3, turns=2)))
     workers = LocalWorkers(orch, engine, tok, CFG, n=2)
-    workers.start()
-    try:
+    with running(workers):
         deadline = time.monotonic() + 20
         while workers.current(0) is None and time.monotonic() < deadline:
             time.sleep(0.01)
         killed = workers.kill(0)
         assert killed is not None  # it was mid-episode
         batch = orch.next_batch(timeout=60)
-    finally:
-        workers.stop()
     assert sorted(g.task_id for g in batch.groups) == sorted(t.id for t in pool)
     assert orch.counts["retries"] == 1 and orch.counts["discarded_results"] == 1
     retried = next(g for g in batch.groups if g.task_id == killed.task.id)
@@ -233,12 +220,8 @@ def test_environment_crash_is_retried_on_another_service(tok, engine):
     orch = Orchestrator({"math": pool}, Mixture({"math": 1}), 4, group_size=2, max_retries=2)
     orch.register(local_service("broken", ["math"], lambda t: SleepEnv("math", 0, crash=True)))
     orch.register(local_service("good", ["math"], lambda t: SleepEnv("math", 0)))
-    workers = LocalWorkers(orch, engine, tok, CFG, n=2)
-    workers.start()
-    try:
+    with running(LocalWorkers(orch, engine, tok, CFG, n=2)):
         batch = orch.next_batch(timeout=60)
-    finally:
-        workers.stop()
     assert sorted(g.task_id for g in batch.groups) == sorted(t.id for t in pool)
     assert orch.counts["retries"] >= 1 and not orch.failed
     assert all(t.finish_reason != "error" for t in batch.trajectories)
@@ -261,13 +244,10 @@ def test_a_pool_whose_environment_always_fails_stops_the_wait_with_its_error(tok
     # ends the episode by itself (it made this test flaky under load)
     orch.register(local_service("s", ["swe"], lambda t: SleepEnv("swe", 0, crash_on_reset=True)))
     workers = LocalWorkers(orch, engine, tok, CFG, n=2)
-    workers.start()
-    t0 = time.monotonic()
-    try:
+    with running(workers):
+        t0 = time.monotonic()
         with pytest.raises(PoolFailing, match=r"pool 'swe': [345] jobs in a row.*sandbox died"):
             orch.next_batch(timeout=120)
-    finally:
-        workers.stop()
     assert time.monotonic() - t0 < 60
     assert {f["pool"] for f in orch.failed} == {"swe"} and len(orch.failed) >= 3
     assert len(orch.failed) <= 3 + 2  # a broken pool takes no new jobs (2 workers in flight)
@@ -281,16 +261,13 @@ def test_mixture_ratios_hold_under_tenfold_latency_skew(tok, model, engine):
     orch.register(local_service("fast", ["math"], lambda t: SleepEnv("math", 0.02), 8))
     orch.register(local_service("slow", ["search"], lambda t: SleepEnv("search", 0.2), 8))
     workers = LocalWorkers(orch, engine, tok, CFG, n=6)
-    workers.start()
-    try:
+    with running(workers):
         kinds = []
         for v in range(1, 5):
             batch = orch.next_batch(timeout=60)
             kinds.append(sorted(g.pool for g in batch.groups))
             assert all(v - 1 - g.start_version <= 2 for g in batch.groups)
             workers.push_weights(model.state_dict(), v, timeout=30)
-    finally:
-        workers.stop()
     assert kinds == [["math", "math", "search", "search"]] * 4
     # the slow kind got the concurrency: more of its episodes ran at once
     assert SleepEnv.peak["search"] > SleepEnv.peak["math"]
@@ -300,15 +277,12 @@ def test_partial_rollout_continues_across_a_weight_push(tok, model, engine):
     orch = Orchestrator({"math": tasks("math", 2)}, Mixture({"math": 1}), 1, tau=1)
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0.5, turns=3)))
     workers = LocalWorkers(orch, engine, tok, CFG, n=1)
-    workers.start()
-    try:
+    with running(workers):
         deadline = time.monotonic() + 20
         while workers.gateway.requests == 0 and time.monotonic() < deadline:
             time.sleep(0.005)  # the first reply is sampled; the environment is now stepping
         workers.push_weights(model.state_dict(), 1, timeout=30)
         batch = orch.next_batch(timeout=30)
-    finally:
-        workers.stop()
     group = batch.groups[0]
     versions = [s.policy_version for s in group.trajectories[0].segments if s.source == "model"]
     assert versions == [0, 1, 1] and group.start_version == 0

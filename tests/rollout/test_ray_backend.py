@@ -5,16 +5,11 @@ actor."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-import torch
-from torch import nn
+from tiny_models import end_biased_nano
+from worker_runs import kill_in_episode, running
 
-from arcforge.chat.tokens import END
 from arcforge.envs.registry import env_factory
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
@@ -33,13 +28,7 @@ def test_ray_workers_survive_a_killed_actor_and_take_weight_pushes():
 
     world = build_world(WorldConfig(seed=7, scale=0.1))
     tok = train_tokenizer([d.text for d in world.corpus()[:200]], vocab_size=400)
-    model = init_model(build_config("nano", len(tok), 2048, tie_word_embeddings=False), seed=0)
-    head = nn.Linear(64, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight)
-        head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = 5.0
-    model.lm_head = head
+    model = end_biased_nano(tok, 2048)
     pool = world.tasks("terminal")[:4]
     init_ray(num_cpus=2)
     try:
@@ -48,19 +37,11 @@ def test_ray_workers_survive_a_killed_actor_and_take_weight_pushes():
         orch.register(envs)
         cfg = AgentConfig(max_turns=2, max_new_tokens=16, context_budget=2048)
         workers = RayWorkers(orch, model, tok, cfg, 2, pad_token_id=tok.pad_token_id)
-        workers.start()
-        try:
-            deadline = time.monotonic() + 120  # kill once worker 0 is inside an episode
-            while time.monotonic() < deadline and (
-                workers.current(0) is None or envs.endpoint.call("info", {})["open"] == 0
-            ):
-                time.sleep(0.05)
-            killed = workers.kill(0)
+        with running(workers):
+            killed = kill_in_episode(workers, envs, timeout=120, poll=0.05)
             batch = orch.next_batch(timeout=180)
             workers.push_weights(model.state_dict(), 1, timeout=120)
             versions = workers.versions(timeout=120)
-        finally:
-            workers.stop()
     finally:
         ray.shutdown()
     assert killed is not None

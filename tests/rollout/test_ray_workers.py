@@ -8,16 +8,12 @@ and weight pushes into a restarted actor."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-import torch
+from tiny_models import end_biased_nano
 from torch import nn
+from worker_runs import kill_in_episode, running
 
-from arcforge.chat.tokens import END
 from arcforge.envs.registry import env_factory
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.rollout.agent import AgentConfig
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 
@@ -29,14 +25,7 @@ N_TASKS, GROUP = 6, 2
 def _policy(tok) -> nn.Module:
     """A random nano model whose head favours END a little, so episodes end within a few
     turns but not at once (the kill needs one to be open)."""
-    model = init_model(build_config("nano", len(tok), 1024, tie_word_embeddings=False), seed=0)
-    head = nn.Linear(model.lm_head.in_features, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight)
-        head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = 3.0
-    model.lm_head = head
-    return model
+    return end_biased_nano(tok, end_bias=3.0)
 
 
 def test_killed_ray_worker_loses_and_duplicates_no_trajectory(world, tok):
@@ -50,17 +39,9 @@ def test_killed_ray_worker_loses_and_duplicates_no_trajectory(world, tok):
         orch.register(envs)
         cfg = AgentConfig(max_turns=3, max_new_tokens=24, context_budget=1024)
         workers = RayWorkers(orch, _policy(tok), tok, cfg, 2, pad_token_id=tok.pad_token_id)
-        workers.start()
-        try:
-            deadline = time.monotonic() + 60  # kill once worker 0 has an episode open
-            while time.monotonic() < deadline and (
-                workers.current(0) is None or envs.endpoint.call("info", {})["open"] == 0
-            ):
-                time.sleep(0.02)
-            killed = workers.kill(0)
+        with running(workers):
+            killed = kill_in_episode(workers, envs, timeout=60, poll=0.02)
             batch = orch.next_batch(timeout=120)
-        finally:
-            workers.stop()
     finally:
         ray.shutdown()
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 import torch
 import uvicorn
+from tiny_models import small_llama
 from torch.testing import assert_close
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from arcforge.rollout.engine import LocalEngine, SamplingParams, ServerEngine, _parse_choice
 from arcforge.rollout.serve import create_app
@@ -20,17 +20,7 @@ PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20]]
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=96,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=256,
-    )
-    return LlamaForCausalLM(cfg).eval()
+    return small_llama()
 
 
 @pytest.fixture(scope="module")

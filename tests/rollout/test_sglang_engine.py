@@ -206,7 +206,6 @@ def test_logprob_convention_is_checked_and_aborts_raise(server, model, tmp_path)
 def test_make_engine_builds_the_sglang_client(server, model, tmp_path):
     from arcforge.config import EngineCfg
 
-    # model_construct: `kind: sglang` may not be in this checkout's EngineCfg literal yet
-    cfg = EngineCfg.model_construct(kind="sglang", url=server.url, workdir=str(tmp_path))
+    cfg = EngineCfg(kind="sglang", url=server.url, workdir=str(tmp_path))
     eng = make_engine(cfg, model, pad_token_id=0)
     assert isinstance(eng, SGLangEngine) and eng.url == server.url

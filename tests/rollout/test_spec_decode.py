@@ -3,8 +3,8 @@ the target's teacher-forced ones, and the acceptance rule keeps the target distr
 
 import pytest
 import torch
+from tiny_models import micro_llama_config
 from torch.testing import assert_close
-from transformers import LlamaConfig
 
 from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model
@@ -19,13 +19,7 @@ from arcforge.train.loop import Phase
 V, PAD = 32, 0
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one intra-op thread, no contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def stride_rows(n: int, length: int, seed: int) -> torch.Tensor:
@@ -40,16 +34,7 @@ def stride_rows(n: int, length: int, seed: int) -> torch.Tensor:
 def trained(tmp_path_factory):
     """A tiny Llama and its MTP head trained together on stride rows: drafts get accepted."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-        pad_token_id=PAD,
-    )
+    cfg = micro_llama_config(V, max_position_embeddings=128, pad_token_id=PAD)
     model, mtp = init_model(cfg, seed=0), MTPHead(cfg, draft_steps=3)
     optim = OptimCfg(lr=1e-2, warmup_steps=0, weight_decay=0.0)
     phases = [Phase(40, lambda step: stride_rows(16, 24, seed=step))]

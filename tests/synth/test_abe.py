@@ -179,31 +179,26 @@ DECOMP = json.dumps(
         ],
     }
 )
+
+
+def _tool_doc(sub_question: str, name: str, description: str, **argument: str) -> dict:
+    """One tool of a documentation reply: a function of one string parameter, and its call."""
+    (param,) = argument
+    schema = {"type": "object", "properties": {param: {"type": "string"}}, "required": [param]}
+    return {
+        "sub_question": sub_question,
+        "name": name,
+        "description": description,
+        "parameters": schema,
+        "arguments": argument,
+    }
+
+
 DOCS = json.dumps(
     {
         "tools": [
-            {
-                "sub_question": "q1",
-                "name": "get_maker",
-                "description": "Company that makes a product.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"product": {"type": "string"}},
-                    "required": ["product"],
-                },
-                "arguments": {"product": "Zeta phone"},
-            },
-            {
-                "sub_question": "q2",
-                "name": "get_company_city",
-                "description": "Where a company is based.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"company": {"type": "string"}},
-                    "required": ["company"],
-                },
-                "arguments": {"company": "Norco"},
-            },
+            _tool_doc("q1", "get_maker", "Company that makes a product.", product="Zeta phone"),
+            _tool_doc("q2", "get_company_city", "Where a company is based.", company="Norco"),
         ]
     }
 )

@@ -18,6 +18,19 @@ from arcforge.synth.search_paths import Constraint, Draft, Hop, render
 from arcforge.synth.wkg import build_graph
 from arcforge.types import Message, ToolCall
 
+# the pipeline's steps in order: the summary's keys and a task's provenance trail
+STEPS = [
+    "sample",
+    "evolve",
+    "graph_unique",
+    "evidence",
+    "consistency",
+    "render",
+    "no_tool",
+    "two_search",
+    "agents_agree",
+]
+
 
 @pytest.fixture(scope="module")
 def graph(world):
@@ -79,17 +92,7 @@ def test_questions_have_3_plus_hops_unique_answers_and_beat_two_searches(world, 
 def test_summary_counts_every_filter_consistently(synth):
     tasks, summary = synth
     steps = summary["steps"]
-    assert list(steps) == [
-        "sample",
-        "evolve",
-        "graph_unique",
-        "evidence",
-        "consistency",
-        "render",
-        "no_tool",
-        "two_search",
-        "agents_agree",
-    ]
+    assert list(steps) == STEPS
     for c in steps.values():
         assert c["in"] == c["out"] + sum(c["dropped"].values())
     names = list(steps)
@@ -117,17 +120,7 @@ def test_rerun_resumes_from_the_journals(world, graph, synth, tmp_path):
     for name, c in s2["steps"].items():
         assert c["resumed"] == c["in"] and c["out"] == s1["steps"][name]["out"]
     prov = first[0].metadata["provenance"]
-    assert [p["step"] for p in prov] == [
-        "sample",
-        "evolve",
-        "graph_unique",
-        "evidence",
-        "consistency",
-        "render",
-        "no_tool",
-        "two_search",
-        "agents_agree",
-    ]
+    assert [p["step"] for p in prov] == STEPS
     assert prov[0]["input"].startswith("draft-")
 
 

@@ -15,19 +15,27 @@ from arcforge.synth.abe import DECOMPOSE_PROMPT
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
 
+def _run_synth(run_dir, replay=None, **stage):
+    """Run one `synth` stage (its fields: `stage`; `replay`: a ReplayServer as its LLM) on the
+    seed-3, scale-0.1 world in `run_dir`; returns the run context and the stage's summary."""
+    if replay is not None:
+        stage["llm"] = {"base_url": replay.base_url, "api_key_env": None}
+    raw = {
+        "name": "t",
+        "world": {"seed": 3, "scale": 0.1},
+        "stages": [{"name": "synth", "kind": "synth", **stage}],
+    }
+    cfg = parse_config(raw)
+    ctx = RunContext(cfg, run_dir)
+    return ctx, run_stage(ctx, cfg.stages[0])
+
+
 @pytest.mark.slow
 def test_synth_stage_on_world_repos(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
     from arcforge.world.pysource import WORLD_SWE_TOOLS
 
-    raw = {
-        "name": "t",
-        "world": {"seed": 3, "scale": 0.1},
-        "stages": [{"name": "synth", "kind": "synth", "swe_repos": 1, "swe_bugs": 3, "runs": 1}],
-    }
-    cfg = parse_config(raw)
-    ctx = RunContext(cfg, tmp_path)
-    summary = run_stage(ctx, cfg.stages[0])
+    ctx, summary = _run_synth(tmp_path, swe_repos=1, swe_bugs=3, runs=1)
     repo = ctx.world.repos[0].name
     counts = summary["swe"][repo]
     assert counts["mutants"]["out"] == 3 and counts["validate"]["in"] == 3
@@ -63,24 +71,15 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
         return "I do not know."  # no-tool answers are wrong; GEM gets unusable JSON
 
     with ReplayServer(llm) as srv:
-        raw = {
-            "name": "t",
-            "world": {"seed": 3, "scale": 0.1},
-            "stages": [
-                {
-                    "name": "synth",
-                    "kind": "synth",
-                    "swe_repos": 0,
-                    "search": 2,
-                    "gem_texts": 2,
-                    "abe": 2,
-                    "search_llm_pages": 2,
-                    "llm": {"base_url": srv.base_url, "api_key_env": None},
-                }
-            ],
-        }
-        cfg = parse_config(raw)
-        summary = run_stage(RunContext(cfg, tmp_path), cfg.stages[0])
+        _, summary = _run_synth(
+            tmp_path,
+            srv,
+            swe_repos=0,
+            search=2,
+            gem_texts=2,
+            abe=2,
+            search_llm_pages=2,
+        )
         systems = [r["messages"][0]["content"] for r in srv.requests]
     search = summary["search"]
     assert search["kept"] == 2 and search["steps"]["no_tool"]["in"] >= 2
@@ -108,21 +107,8 @@ def test_served_checkpoint_also_runs_the_two_search_agent(tmp_path, tok):
 
     model = init_model(build_config("nano", vocab_size=len(tok), max_position_embeddings=2048), 0)
     ckpt = save_checkpoint(model, tok, tmp_path / "ckpt")
-    raw = {
-        "name": "t",
-        "world": {"seed": 3, "scale": 0.1},
-        "stages": [
-            {
-                "name": "synth",
-                "kind": "synth",
-                "swe_repos": 0,
-                "search": 1,
-                "llm": {"checkpoint": str(ckpt)},
-            }
-        ],
-    }
-    cfg = parse_config(raw)
-    summary = run_stage(RunContext(cfg, tmp_path / "run"), cfg.stages[0])["search"]
+    _, out = _run_synth(tmp_path / "run", swe_repos=0, search=1, llm={"checkpoint": str(ckpt)})
+    summary = out["search"]
     steps = summary["steps"]
     assert steps["two_search"]["in"] >= 1
     solved = steps["two_search"]["dropped"].get("two_search_solved", 0)
@@ -151,26 +137,16 @@ def test_synth_stage_sends_swe_statements_and_howto_pages_to_the_llm(tmp_path):
 
     llm.n_swe = 0
     with ReplayServer(llm) as srv:
-        raw = {
-            "name": "t",
-            "world": {"seed": 3, "scale": 0.1},
-            "stages": [
-                {
-                    "name": "synth",
-                    "kind": "synth",
-                    "swe_repos": 1,
-                    "swe_bugs": 4,
-                    "runs": 1,
-                    "swe_llm_rewrite": True,
-                    "terminal_pages": 2,
-                    "terminal_seeds": 1,
-                    "llm": {"base_url": srv.base_url, "api_key_env": None},
-                }
-            ],
-        }
-        cfg = parse_config(raw)
-        ctx = RunContext(cfg, tmp_path)
-        summary = run_stage(ctx, cfg.stages[0])
+        ctx, summary = _run_synth(
+            tmp_path,
+            srv,
+            swe_repos=1,
+            swe_bugs=4,
+            runs=1,
+            swe_llm_rewrite=True,
+            terminal_pages=2,
+            terminal_seeds=1,
+        )
         prompts = [r["messages"][-1]["content"] for r in srv.requests]
     page_prompts = [p for p in prompts if "technical web page" in p]
     assert len(page_prompts) == 2 and "```bash" in page_prompts[0] and "Step 2." in page_prompts[0]

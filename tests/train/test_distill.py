@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from arcforge.metrics import LoggingCfg
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import LocalEngine, SamplingParams
@@ -118,3 +119,44 @@ def test_distillation_recovers_a_forgotten_task(tmp_path):
         f"after distillation {recovered:.3f}; B before distill {b_before:.3f}, "
         f"after {accuracy(student, MB)[0]:.3f}"
     )
+
+
+def test_distill_resumes_exactly_and_logs_to_every_configured_sink(tmp_path):
+    """Stopped after step 2 and resumed, a 4-step run ends on the weights and metric rows of the
+    uninterrupted one (each step's prompts and sampling seeds come back with its state), and
+    with a tensorboard sink its scalars land next to metrics.jsonl."""
+    conf = build_config(
+        "nano",
+        vocab_size=V,
+        max_position_embeddings=16,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=END,
+    )
+    teacher = sft(init_model(conf, seed=0), MA, steps=5)
+    pool = [RLPrompt(p) for p in prompts(MA)]
+    c = cfg(steps=4, prompts_per_step=6, checkpoint_every=100)
+    sinks = LoggingCfg(sinks=["jsonl", "tensorboard"])
+
+    def run(out, stop_after=None, student=None):
+        student = student or copy.deepcopy(teacher).train()
+        eng = LocalEngine(student, pad_token_id=PAD)
+        t = Teacher(copy.deepcopy(teacher), pool, name="A")
+        kw = dict(pad_id=PAD, stop_ids=[END], stop_after=stop_after, logging=sinks)
+        train_distill(student, eng, [t], c, out, **kw)
+        return student
+
+    straight = run(tmp_path / "a")
+    run(tmp_path / "b", stop_after=2)
+    resumed = run(tmp_path / "b")  # a fresh student: its weights come from the state
+    for p, q in zip(straight.parameters(), resumed.parameters()):
+        torch.testing.assert_close(p, q)
+    timing = ("tokens_per_s",)
+
+    def logged(out):
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+
+    assert [r["step"] for r in logged(tmp_path / "b")] == [1, 2, 3, 4]
+    assert logged(tmp_path / "b") == logged(tmp_path / "a")
+    assert list((tmp_path / "a" / "tensorboard").glob("events.out.tfevents.*"))

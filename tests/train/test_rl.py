@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
+from arcforge.rl.losses import POLICY_LOSSES
 from arcforge.rollout.engine import LocalEngine, SamplingParams
 from arcforge.stages.rl import RLStageCfg
 from arcforge.train.rl import PromptStream, RLPrompt, collect_rollouts, train_rl
@@ -199,3 +200,19 @@ def test_rl_resume_repeats_no_prompt_and_matches_uninterrupted(tmp_path):
         json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     ]
     assert logged == [1, 2, 3, 4]
+
+
+def test_grpo_without_icepop_ignores_the_inference_logprobs():
+    """icepop_beta None: no token is popped however far the engine's logprob is from the
+    trainer's (ρ = e^3 = 20 here would leave IcePop's [1/2, 2] band), and the loss equals
+    IcePop's with an unbounded band on a matched batch."""
+    logp = torch.log(torch.tensor([[0.5, 0.25]])).requires_grad_()
+    old, infer = logp.detach().clone(), logp.detach() - torch.tensor([[3.0, 0.0]])
+    adv, mask = torch.tensor([1.0]), torch.ones(1, 2)
+    off, st = POLICY_LOSSES["grpo_icepop"](logp, old, infer, adv, mask, 0.2, 0.28, None)
+    on, st_on = POLICY_LOSSES["grpo_icepop"](logp, old, infer, adv, mask, 0.2, 0.28, 2.0)
+    wide, _ = POLICY_LOSSES["grpo_icepop"](logp, old, old, adv, mask, 0.2, 0.28, float("inf"))
+    assert st["popped_frac"] == 0.0 and st["rho_mean"] == 1.0 and st_on["popped_frac"] == 0.5
+    torch.testing.assert_close(off, wide)  # ratio 1 everywhere: loss = -mean(A) = -1
+    torch.testing.assert_close(off, torch.tensor(-1.0))
+    assert on.item() == -0.5  # the popped token drops out: -(0 + 1) / 2

@@ -1,0 +1,57 @@
+"""`arcforge run --nproc 2` through the real CLI and torchrun (2 CPU ranks, gloo): a pretrain
+stage with the single-process trainer runs on rank 0 while rank 1 waits, then an SFT stage with
+`trainer: {backend: fsdp2}` trains sharded on both ranks and exports one save_pretrained
+checkpoint; rank 0 alone writes the stage files."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.distributed
+
+
+def tiny_config(path: Path) -> Path:
+    """smoke.yaml's world and tokenizer, a few-step pretrain (single) and SFT (fsdp2)."""
+    raw = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    pre, sft = raw["stages"][0], raw["stages"][2]
+    pre.update(tokens=4 * 512, tokens_per_batch=512, heldout_docs=4, eval=False, log_every=1)
+    sft.update(epochs=0.02, batch_size=4, max_len=256, eval=False, log_every=1)
+    sft["trainer"] = {"backend": "fsdp2"}
+    raw["stages"] = [pre, sft]
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_run_nproc_2_shards_the_fsdp2_stage_and_waits_out_the_single_one(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "arcforge.cli", "run", str(tiny_config(tmp_path / "c.yaml"))]
+    r = subprocess.run(
+        [*cmd, "--nproc", "2", "--until", "sft", "--run-dir", str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, "ARCFORGE_PROGRESS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "[pretrain] runs on rank 0 only (its trainer is not fsdp2)" in r.stdout
+    assert r.stdout.count("[sft] done:") == 1  # rank 0 reports the stage
+    ck = run_dir / "sft" / "checkpoint"
+    model = AutoModelForCausalLM.from_pretrained(ck)
+    assert len(AutoTokenizer.from_pretrained(ck)) <= model.config.vocab_size
+    steps = [
+        json.loads(x)["step"]
+        for x in (run_dir / "sft" / "metrics.jsonl").read_text().splitlines()
+        if "loss" in x
+    ]
+    assert steps and steps == sorted(set(steps))  # one writer: no row twice
+    done = json.loads((run_dir / "sft" / "DONE").read_text())
+    assert done["steps"] == len(steps)
