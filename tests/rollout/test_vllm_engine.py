@@ -144,7 +144,7 @@ def test_the_engine_config_picks_the_engine(fresh_tiny):
     with pytest.raises(ConfigError, match="fp32"):
         make_engine(EngineCfg(kind="vllm"), policy, pad_token_id=0, precision="bf16")
     with pytest.raises(ValidationError):
-        EngineCfg(kind="sglang")
+        EngineCfg(kind="tgi")
 
 
 def test_a_missing_vllm_python_is_one_clear_error(fresh_tiny, tmp_path):

@@ -267,7 +267,8 @@ def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
     assert all(math.isfinite(r["loss"]) for r in rows)
     assert all(r["staleness_max"] <= 2 for r in rows)  # tau
     assert all(r["trajectories"] == 8 and r["groups_search"] == 2 for r in rows)
-    assert all(0 <= r["idle_frac"] <= 1 for r in rows) and rows[-1]["trained_tokens"] > 0
+    assert all(0 <= r["idle_frac"] <= 1 for r in rows)
+    assert any(r["trained_tokens"] > 0 for r in rows)  # a batch of uniform groups trains none
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert "lm_head.weight" in changed and len(changed) > 5
 
