@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -56,7 +55,7 @@ from torch import nn
 
 from arcforge.errors import UserError
 from arcforge.rollout.engine import Completion, SamplingParams
-from arcforge.rollout.vllm_engine import REPO_ROOT, _free_port, export_checkpoint
+from arcforge.rollout.vllm_engine import REPO_ROOT, ServerProcess, _free_port, export_checkpoint
 
 DEFAULT_PYTHON = REPO_ROOT / ".venv-sglang" / "bin" / "python"
 LogprobMode = Literal["raw", "tempered"]
@@ -121,7 +120,7 @@ def parse_generate_response(out: dict[str, Any], version: int) -> Completion:
     return Completion(ids, logprobs, reason, version=version)  # type: ignore[arg-type]
 
 
-class SGLangEngine:
+class SGLangEngine(ServerProcess):
     """The Engine protocol over SGLang's native HTTP API (see the module header).
 
     Args:
@@ -205,12 +204,6 @@ class SGLangEngine:
                 cwd=self.workdir,
             )
 
-    def _log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -230,40 +223,6 @@ class SGLangEngine:
             f"SGLang server at {self.url} not healthy after {timeout:.0f} s; "
             f"log {self.log_path}:\n{self._log_tail()}"
         )
-
-    def close(self) -> None:
-        """Stop the server this engine started (its whole process group); idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if getattr(self, "_client", None) is not None:
-            self._client.close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> SGLangEngine:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    # ------------------------------------------------------------ Engine protocol
-
-    @property
-    def version(self) -> int:
-        return self._version
 
     def _post(self, route: str, body: dict[str, Any]) -> Any:
         r = self._client.post(route, json=body)

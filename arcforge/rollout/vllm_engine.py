@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import torch
@@ -108,7 +108,55 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class VLLMEngine:
+class ServerProcess:
+    """What an engine that starts (or connects to) an inference server shares: its log, closing
+    the server's whole process group, the context-manager protocol and the weight version.
+    Subclasses set `_proc`, `_client`, `_tmp`, `log_path` and `_version`."""
+
+    _proc: subprocess.Popen | None = None
+    _tmp: tempfile.TemporaryDirectory | None = None
+    _version = 0
+
+    def _log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        """Stop the server this engine started (its whole process group); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+
+class VLLMEngine(ServerProcess):
     """The Engine protocol over a vLLM OpenAI-compatible server (see the module header).
 
     Args:
@@ -207,12 +255,6 @@ class VLLMEngine:
                 cwd=self.workdir,
             )
 
-    def _log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -238,40 +280,6 @@ class VLLMEngine:
             f"vLLM server at {self.url} not healthy after {timeout:.0f} s; "
             f"log {self.log_path}:\n{self._log_tail()}"
         )
-
-    def close(self) -> None:
-        """Stop the server this engine started (its whole process group); idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if getattr(self, "_client", None) is not None:
-            self._client.close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> VLLMEngine:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    # ------------------------------------------------------------ Engine protocol
-
-    @property
-    def version(self) -> int:
-        return self._version
 
     def _post(self, route: str, body: dict[str, Any] | None = None) -> httpx.Response:
         r = self._client.post(route, json=body)

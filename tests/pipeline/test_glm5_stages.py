@@ -15,6 +15,9 @@ from arcforge.model.mtp import has_mtp, load_mtp
 from arcforge.pipeline import run_pipeline
 from arcforge.run_config import parse_config
 
+# about a minute on 2 cores (a GLM-5 pretrain + midtrain run): `make test-all`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DSA = {"warmup_steps": 6, "sparse_steps": 2, "indexer_lr": 1e-3, "indexer_min_lr": 1e-4}
 

@@ -26,6 +26,7 @@ def test_world_swarm_resolves_to_wide_tasks_of_the_split(world):
         world_records(world, "swarm", "dev")
 
 
+@pytest.mark.slow  # records three orchestrator episodes over subagents: make test-all
 def test_swarm_episodes_are_recorded_once_and_read_back(world, tok, tmp_path):
     world = copy.copy(world)  # the session's world stays as it is
     world.config = dataclasses.replace(
