@@ -102,6 +102,7 @@ def test_shipped_configs_parse():
         assert kinds[:3] == ["pretrain", "midtrain", "sft"]
 
 
+@pytest.mark.slow  # one CLI process per bad input (~13 s): make test-all
 def test_cli_user_error_is_one_line_exit_2(tmp_path):
     p = write(tmp_path, BASE.replace("tokens: 1000", "tokens: lots"))
     r = subprocess.run(

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -84,6 +85,7 @@ def test_rerun_skips_finished_stages(smoke_run):
     assert {s: (smoke_run / s / "DONE").stat().st_mtime for s in STAGES} == before
 
 
+@pytest.mark.slow  # ~10 s: make test-all
 def test_report_command_regenerates(smoke_run):
     (smoke_run / "report.json").unlink()
     r = cli("report", str(smoke_run))
@@ -121,6 +123,7 @@ def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
     assert all(any(m["role"] == "user" for m in x["messages"]) for x in rows)
 
 
+@pytest.mark.slow  # two checkpoints evaluated twice (~30 s): make test-all
 def test_eval_out_and_against_compare_two_checkpoints(smoke_run, tmp_path):
     """--out keeps the per-item scores; --against prints the paired change from that file,
     whose delta is the mean per-item difference of the two files."""

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -71,6 +72,7 @@ def run(out: Path, kill_at: int | None = None) -> str:
     return ""
 
 
+@pytest.mark.slow  # a killed subprocess and two runs (~18 s): make test-all
 def test_killed_and_resumed_equals_uninterrupted(tmp_path):
     run(tmp_path / "a")
     run(tmp_path / "b", kill_at=130)  # inside phase b: the RoPE hook must be re-applied
