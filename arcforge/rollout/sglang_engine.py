@@ -137,6 +137,8 @@ class SGLangEngine(ServerProcess):
         logprobs: what the server returns: "raw" (a started server: the header) or "tempered".
     """
 
+    server_name = "SGLang"
+
     def __init__(
         self,
         model: nn.Module,
@@ -203,26 +205,6 @@ class SGLangEngine(ServerProcess):
                 start_new_session=True,
                 cwd=self.workdir,
             )
-
-    def _wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"SGLang server exited with {self._proc.returncode}; "
-                    f"log {self.log_path}:\n{self._log_tail()}"
-                )
-            try:
-                if self._client.get("/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2 if self._proc is None else 1.0)
-        self.close()
-        raise TimeoutError(
-            f"SGLang server at {self.url} not healthy after {timeout:.0f} s; "
-            f"log {self.log_path}:\n{self._log_tail()}"
-        )
 
     def _post(self, route: str, body: dict[str, Any]) -> Any:
         r = self._client.post(route, json=body)

@@ -116,12 +116,40 @@ class ServerProcess:
     _proc: subprocess.Popen | None = None
     _tmp: tempfile.TemporaryDirectory | None = None
     _version = 0
+    server_name = "inference"
 
     def _log_tail(self, n: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-n:]
         except OSError:
             return ""
+
+    def _exit_hint(self, log_tail: str) -> str:
+        """What a server's exit log suggests the user do (appended to the error)."""
+        return ""
+
+    def _wait_healthy(self, timeout: float) -> None:
+        """Poll /health until the server answers 200; a server that exits or stays unhealthy
+        past `timeout` is an error carrying its log's tail."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                tail = self._log_tail()
+                raise RuntimeError(
+                    f"{self.server_name} server exited with {self._proc.returncode}"
+                    f"{self._exit_hint(tail)}; log {self.log_path}:\n{tail}"
+                )
+            try:
+                if self._client.get("/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2 if self._proc is None else 1.0)
+        self.close()
+        raise TimeoutError(
+            f"{self.server_name} server at {self.url} not healthy after {timeout:.0f} s; "
+            f"log {self.log_path}:\n{self._log_tail()}"
+        )
 
     def close(self) -> None:
         """Stop the server this engine started (its whole process group); idempotent."""
@@ -172,6 +200,8 @@ class VLLMEngine(ServerProcess):
         extra_args: more `api_server` arguments.
         request_timeout: seconds one HTTP request (a generate call, a push) may take.
     """
+
+    server_name = "vLLM"
 
     def __init__(
         self,
@@ -255,31 +285,10 @@ class VLLMEngine(ServerProcess):
                 cwd=self.workdir,
             )
 
-    def _wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                tail = self._log_tail()
-                hint = ""
-                if "Unsupported CPU attention configuration" in tail:
-                    hint = (
-                        " (vLLM's CPU attention rejects head_dim 16, the nano preset's; 32 works)"
-                    )
-                raise RuntimeError(
-                    f"vLLM server exited with {self._proc.returncode}{hint}; "
-                    f"log {self.log_path}:\n{tail}"
-                )
-            try:
-                if self._client.get("/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1.0)
-        self.close()
-        raise TimeoutError(
-            f"vLLM server at {self.url} not healthy after {timeout:.0f} s; "
-            f"log {self.log_path}:\n{self._log_tail()}"
-        )
+    def _exit_hint(self, log_tail: str) -> str:
+        if "Unsupported CPU attention configuration" in log_tail:
+            return " (vLLM's CPU attention rejects head_dim 16, the nano preset's; 32 works)"
+        return ""
 
     def _post(self, route: str, body: dict[str, Any] | None = None) -> httpx.Response:
         r = self._client.post(route, json=body)
