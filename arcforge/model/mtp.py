@@ -20,6 +20,11 @@ output norm. Deliberate simplifications: the block's MLP is the config's first l
 (dense for the GLM-5 presets, where DeepSeek-V3's MTP layer is a MoE), and its own embedding
 table is a 1-row stub (it only ever receives `inputs_embeds`).
 
+For speculative decoding, `align_mtp` can then fit the head to the main model itself
+(self-distillation, as Medusa-2 and EAGLE do for their draft heads): KL from the main model's
+own next-token distribution on its own continuations, the main model frozen. Acceptance
+depends on how often drafts agree with the target, not with the data.
+
 Files: `mtp.safetensors` (this head's weights only) and `mtp.json` (its shape) beside a
 `save_pretrained` checkpoint; stock transformers ignores both, so the directory still loads as is.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -93,6 +99,25 @@ def main_hidden(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     return model.get_decoder()(input_ids=input_ids).last_hidden_state
 
 
+def _depth_logits(
+    model: nn.Module, mtp: MTPHead, input_ids: torch.Tensor, hidden: torch.Tensor
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """Yields (k, logits (B, L-k-1, V)) for depths k = 1..D: depth k at position i predicts
+    t_{i+k+1}."""
+    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
+    L, h = input_ids.shape[1], hidden
+    for k in range(1, mtp.draft_steps + 1):
+        n = L - k - 1  # positions i with a target t_{i+k+1}
+        if n < 1:
+            if k == 1:
+                raise ValueError(
+                    f"sequences of {L} tokens are too short for multi-token prediction"
+                )
+            return
+        h = mtp(h[:, :n], embed(input_ids[:, k : k + n]))  # (B, n, d)
+        yield k, head(h)
+
+
 def mtp_loss(
     model: nn.Module,
     mtp: MTPHead,
@@ -112,19 +137,75 @@ def mtp_loss(
     """
     if hidden is None:
         hidden = main_hidden(model, input_ids[:, :-1])
-    embed, head = model.get_input_embeddings(), model.get_output_embeddings()
-    L, h, losses = input_ids.shape[1], hidden, []
-    for k in range(1, mtp.draft_steps + 1):
-        n = L - k - 1  # positions i with a target t_{i+k+1}
-        if n < 1:
-            break
-        h = mtp(h[:, :n], embed(input_ids[:, k : k + n]))  # (B, n, d)
-        logits = head(h)  # (B, n, V)
-        target = input_ids[:, k + 1 : k + 1 + n]  # (B, n)
+    losses = []
+    for k, logits in _depth_logits(model, mtp, input_ids, hidden):
+        target = input_ids[:, k + 1 : k + 1 + logits.shape[1]]  # (B, n)
         losses.append(F.cross_entropy(logits.flatten(0, 1).float(), target.flatten()))
-    if not losses:
-        raise ValueError(f"sequences of {L} tokens are too short for multi-token prediction")
     return torch.stack(losses).mean()
+
+
+def mtp_distill_loss(model: nn.Module, mtp: MTPHead, input_ids: torch.Tensor) -> torch.Tensor:
+    """Mean over depths of KL(p || q_k): q_k is depth k's distribution of t_{i+k+1} at i, p the
+    main model's own distribution of the same token (its prediction at position i+k, which
+    sees the true tokens up to t_{i+k}). The main model is a fixed teacher (no gradient).
+
+    Speculative decoding accepts a draft with probability min(1, p/q) (greedy: iff the two
+    argmaxes agree), so matching q to p, rather than to the data, is what raises acceptance.
+    """
+    with torch.no_grad():
+        hidden = main_hidden(model, input_ids)  # (B, L, d)
+        teacher = model.get_output_embeddings()(hidden).float().log_softmax(-1)  # (B, L, V)
+    losses = []
+    for k, logits in _depth_logits(model, mtp, input_ids, hidden):
+        log_q = logits.float().log_softmax(-1)  # (B, n, V)
+        log_p = teacher[:, k : k + log_q.shape[1]]  # (B, n, V)
+        losses.append((log_p.exp() * (log_p - log_q)).sum(-1).mean())
+    return torch.stack(losses).mean()
+
+
+def align_mtp(
+    model: nn.Module,
+    mtp: MTPHead,
+    sequences: torch.Tensor,
+    steps: int,
+    lr: float = 1e-3,
+    batch_size: int = 8,
+    seed: int = 0,
+) -> list[float]:
+    """Fit the MTP head to the main model by `mtp_distill_loss`, the main model frozen.
+
+    The self-distillation step of speculative decoding's draft heads (Medusa-2, EAGLE): on
+    the model's own continuations (e.g. greedy decodes of training prompts) the head learns
+    the text it will be asked to draft, and the teacher is the distribution its drafts are
+    accepted against. AdamW, constant lr, batches drawn with replacement from `sequences`.
+
+    Args:
+        model: the main causal LM (left unchanged).
+        mtp: the head to fit, in place.
+        sequences: (N, L) token ids, L >= 3.
+        steps: optimizer steps.
+    Returns:
+        The loss of every step.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    was_training, mtp_training = model.training, mtp.training
+    frozen = [p for p in model.parameters() if p.requires_grad]  # embeddings, head: no grads
+    model.eval().requires_grad_(False)
+    mtp.train()
+    optim = torch.optim.AdamW(mtp.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    for _ in range(steps):
+        rows = sequences[torch.randint(len(sequences), (batch_size,), generator=gen)]
+        loss = mtp_distill_loss(model, mtp, rows)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+        losses.append(loss.item())
+    for p in frozen:
+        p.requires_grad_(True)
+    model.train(was_training)
+    mtp.train(mtp_training)
+    return losses
 
 
 def save_mtp(mtp: MTPHead, ckpt_dir: str | Path) -> Path:

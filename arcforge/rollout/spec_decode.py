@@ -163,17 +163,21 @@ class SpecDecoder:
 
     def _draft(self, mh, mt, cache, k: int, p: SamplingParams, gen):
         """Feed the MTP entries (hidden mh (1, m, d), next tokens mt (1, m)), then draft k
-        tokens; returns drafts (k,) and their distributions q (k, V)."""
+        tokens; returns drafts (k,) and their distributions q (k, V) (None when greedy)."""
         g = self.mtp(mh, self._embed(mt), cache=cache)[:, -1:]  # (1, 1, d)
         drafts, qs = [], []
         for i in range(k):
-            q = target_probs(self._head(g)[:, 0].float(), p)  # (1, V)
-            d = sample_probs(q, gen)  # (1,)
+            logits = self._head(g)[:, 0]  # (1, V)
+            if p.temperature == 0:  # greedy: q is one-hot at the argmax, never materialised
+                d = logits.argmax(dim=-1)  # (1,)
+            else:
+                q = target_probs(logits.float(), p)  # (1, V)
+                d = sample_probs(q, gen)  # (1,)
+                qs.append(q)
             drafts.append(d)
-            qs.append(q)
             if i + 1 < k:
                 g = self.mtp(g, self._embed(d[:, None]), cache=cache)  # (1, 1, d)
-        return torch.cat(drafts), torch.cat(qs)
+        return torch.cat(drafts), (torch.cat(qs) if qs else None)
 
     def _row(self, prompt: list[int], p: SamplingParams, gen) -> Row:
         dev, N = self._embed.weight.device, p.max_new_tokens
@@ -196,14 +200,20 @@ class SpecDecoder:
                     mcache.crop(-(k - 1))  # entries fed the head's own output: rebuilt later
                 mh, mt = mh[:, :0], mt[:, :0]
             else:
-                drafts, q = x[:0], torch.zeros(0, logits.shape[-1], device=dev)
+                drafts = x[:0]
+                q = torch.zeros(0, logits.shape[-1], device=dev) if p.temperature > 0 else None
             v_ids = torch.cat([x, drafts])[None]  # (1, k+1)
             hv = self._base(input_ids=v_ids, cache=cache, use_cache=True).last_hidden_state
             vlogits = self._head(hv[0]).float()  # (k+1, V)
-            n, extra = speculative_accept(
-                target_probs(vlogits, p)[None], q[None], drafts[None], gen
-            )
-            n = int(n)
+            if p.temperature == 0:  # speculative_accept's one-hot case, without the maths
+                best = vlogits.argmax(dim=-1)  # (k+1,)
+                n = int((best[:k] == drafts).long().cumprod(dim=0).sum())
+                extra = best[n : n + 1]  # (1,)
+            else:
+                n_acc, extra = speculative_accept(
+                    target_probs(vlogits, p)[None], q[None], drafts[None], gen
+                )
+                n = int(n_acc)
             emitted = torch.cat([drafts[:n], extra])  # (n+1,)
             if k > n:
                 cache.crop(-(k - n))  # drop the rejected drafts' keys and values

@@ -8,7 +8,7 @@ from torch.testing import assert_close
 
 from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model
-from arcforge.model.mtp import MTPHead
+from arcforge.model.mtp import MTPHead, align_mtp
 from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
 from arcforge.rollout.engine import LocalEngine, SamplingParams
@@ -152,3 +152,31 @@ def test_greedy_acceptance_is_exact_argmax():
     assert n.tolist() == [2] and extra.tolist() == [1]
     n, extra = speculative_accept(p, eye[[2, 4, 1]][None], torch.tensor([[2, 4, 1]]))
     assert n.tolist() == [3] and extra.tolist() == [3]
+
+
+def test_align_mtp_raises_acceptance_and_leaves_the_model_as_it_was(trained):
+    model, _ = trained
+    mtp = MTPHead(model.config, draft_steps=2)  # untrained: its drafts are noise
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = [
+        (p.requires_grad, None if p.grad is None else p.grad.clone()) for p in model.parameters()
+    ]
+    params = SamplingParams(max_new_tokens=20, temperature=0.0)
+
+    def acceptance() -> float:
+        engine = LocalEngine(model, pad_token_id=PAD, mtp=mtp.eval())
+        engine.generate(PROMPTS, params)
+        stats = engine.spec_stats
+        return stats.accepted / stats.drafted
+
+    untrained = acceptance()
+    losses = align_mtp(model, mtp, stride_rows(64, 24, seed=99), steps=40, lr=1e-2)
+    assert losses[-1] < 0.5 * losses[0]
+    aligned = acceptance()
+    assert aligned > untrained + 0.3, (untrained, aligned)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    for p, (requires_grad, grad) in zip(model.parameters(), flags):  # no gradient reached it
+        assert p.requires_grad == requires_grad
+        assert (p.grad is None) if grad is None else torch.equal(p.grad, grad)
+    assert not model.training
