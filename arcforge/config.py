@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -179,6 +179,31 @@ def no_reference_kl(cfg: LossCfg, trainer: str) -> LossCfg:
     if cfg.kl_coef:
         raise ValueError(f"kl_coef: {trainer} keeps no reference policy; leave it at 0")
     return cfg
+
+
+class OnPolicyStageCfg(LossCfg, StageCfg):
+    """What the stages that train on their own rollouts share (rl, general_rl, distill,
+    agentic_rl): the loss fields (`LossCfg`), the reply length, the optimizer's defaults and the
+    rollout engine."""
+
+    max_new_tokens: int = Field(96, gt=0)
+    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
+    engine: EngineCfg = EngineCfg()  # the rollout engine (arcforge.rollout.engine.make_engine)
+    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+
+
+class RolloutISStageCfg(OnPolicyStageCfg):
+    """An on-policy stage whose trainer recomputes no old-policy logprobs and keeps no reference
+    policy (distill, agentic_rl): double_sided_is against the rollout logprobs, kl_coef 0.
+    Subclasses name their trainer in `trainer` (for the kl_coef error)."""
+
+    trainer: ClassVar[str] = "this trainer"
+    loss: Literal["double_sided_is"] = "double_sided_is"
+    temperature: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _no_reference_kl(self) -> RolloutISStageCfg:
+        return no_reference_kl(self, self.trainer)
 
 
 class EvalCfg(Strict):

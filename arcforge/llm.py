@@ -12,6 +12,8 @@ line.
 small and chatty models actually write: <think> blocks, ``` fences, prose around the object,
 trailing commas, single-quoted strings and Python literals (True/False/None). When a reply
 still does not parse, the model is asked again with the parse error appended (a repair turn).
+`ask_json` is that loop for any client: it keeps an unparsable reply (`UnparsableReply`, a
+ValueError) apart from an endpoint failure (LLMError), as synthesis needs.
 
 Simplification: `n` samples are requested in one call; a server that returns fewer choices is
 asked again (seed + k) until n texts are collected.
@@ -146,27 +148,49 @@ class LLMClient:
         Raises:
             LLMError: naming the endpoint and a clip of the last reply, when none parsed.
         """
-        convo = list(messages)
-        text, err = "", ""
-        for _ in range(retries + 1):
-            text = self.chat(convo, **{**kw, "n": 1})[0]
-            try:
-                return parse_json_loose(text)
-            except ValueError as e:
-                err = str(e)
-            convo = [
-                *convo,
-                {"role": "assistant", "content": text},
-                {
-                    "role": "user",
-                    "content": f"Your reply could not be parsed as JSON ({err})."
-                    " Reply again with only the JSON value, no prose.",
-                },
-            ]
-        raise LLMError(
-            f"{self.endpoint} gave no parsable JSON after {retries + 1} tries "
-            f"({err}); last reply: {clip(text)}"
-        )
+        try:
+            return ask_json(self, messages, repairs=retries, **kw)
+        except UnparsableReply as err:
+            raise LLMError(f"{self.endpoint} gave {err}") from None
+
+
+class UnparsableReply(ValueError):
+    """A model kept answering something `parse_json_loose` cannot read (its repairs spent)."""
+
+
+def ask_json(client: Any, messages: list[dict], repairs: int = 1, **kw: Any) -> Any:
+    """The parsed JSON reply to `messages` from `client.chat`, telling a model's mistake from an
+    endpoint failure: an endpoint failure stays what `client.chat` raises (an LLMError after its
+    retries), and a reply that still does not parse after `repairs` repair turns (the parse
+    error appended to the conversation) is an `UnparsableReply` naming a clip of it. Synthesis
+    drops one record for the latter and stops the run for the former.
+
+    Args:
+        client: anything with `chat(messages, n=..., **kw) -> list[str]` (an LLMClient).
+        messages: the conversation; it should ask for JSON.
+        repairs: repair turns after the first reply.
+        **kw: passed to `chat` (temperature, max_tokens, seed); n is always 1.
+    """
+    convo = list(messages)
+    text, err = "", ""
+    for _ in range(repairs + 1):
+        text = client.chat(convo, **{**kw, "n": 1})[0]
+        try:
+            return parse_json_loose(text)
+        except ValueError as e:
+            err = str(e)
+        convo = [
+            *convo,
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": f"Your reply could not be parsed as JSON ({err})."
+                " Reply again with only the JSON value, no prose.",
+            },
+        ]
+    raise UnparsableReply(
+        f"no parsable JSON after {repairs + 1} tries ({err}); last reply: {clip(text)}"
+    )
 
 
 def _balanced(text: str) -> str:

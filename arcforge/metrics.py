@@ -20,7 +20,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -50,6 +50,20 @@ class LoggingCfg(BaseModel):
         if "jsonl" not in sinks:
             raise ValueError("must include 'jsonl': the run report and resume read metrics.jsonl")
         return list(dict.fromkeys(sinks))
+
+
+class Closing:
+    """A context manager that calls the subclass's `close()` on exit and returns itself on
+    entry (metric sinks, hook sets on a model)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Sink(Protocol):
@@ -147,7 +161,7 @@ class TrackioSink:
         self.trackio.finish()
 
 
-class MetricSink:
+class MetricSink(Closing):
     """Every configured sink behind one `log(step, row)`.
 
     Args:
@@ -193,9 +207,3 @@ class MetricSink:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
-
-    def __enter__(self) -> MetricSink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

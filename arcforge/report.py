@@ -74,6 +74,11 @@ def collect(run_dir: Path) -> dict[str, Any]:
             info["eval_seconds"] = timing["eval_seconds"][info["name"]]
     contamination = _read_json(run_dir / "checks" / "contamination.json")
     baselines = _read_json(run_dir / "checks" / "baselines.json")
+    moe = {}
+    for info in stages:
+        load = moe_load(_read_jsonl(run_dir / info["name"] / "metrics.jsonl"))
+        if load:
+            moe[info["name"]] = load
     return {
         "run": cfg.get("name", run_dir.name),
         "matrix": matrix,
@@ -87,7 +92,24 @@ def collect(run_dir: Path) -> dict[str, Any]:
         "arms": arms,
         "contamination": contamination,
         "baselines": baselines,
+        "moe": moe,
     }
+
+
+MOE_KEYS = ("moe_imbalance_max", "moe_imbalance_mean", "moe_idle_experts")
+
+
+def moe_load(rows: list[dict[str, Any]]) -> dict[str, list[float]] | None:
+    """A stage's MoE expert load (arcforge.model.moe.load_stats in its metric rows): the steps
+    of its first and last row that has one, and each of `MOE_KEYS` at those two rows; None for
+    a stage without MoE metrics."""
+    logged = [r for r in rows if all(k in r for k in MOE_KEYS)]
+    if not logged:
+        return None
+    first, last = logged[0], logged[-1]
+    out = {"steps": [first["step"], last["step"]]}
+    out.update({k: [first[k], last[k]] for k in MOE_KEYS})
+    return out
 
 
 def _read_json(path: Path) -> Any:
@@ -412,6 +434,7 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
     lines += _forgetting_md(rep.get("forgetting", []))
     lines += _outcomes_md(rep.get("outcomes", {}), order)
     lines += _hops_md(rep.get("by_hops", {}), order)
+    lines += _moe_md(rep.get("moe", {}), order)
     lines += _contamination_md(rep.get("contamination"), rep.get("baselines"))
     total = rep.get("total_seconds")
     lines += [
@@ -583,6 +606,27 @@ def _hops_md(hops: dict[str, dict[str, dict[str, list[int]]]], order: list[str])
                 f"{by[stage][h][0]}/{by[stage][h][1]}" if h in by[stage] else "–" for h in counts
             )
             out.append(f"| {suite} | {stage} | {cells} |")
+    return out
+
+
+def _moe_md(moe: dict[str, dict[str, list[float]]], order: list[str]) -> list[str]:
+    """MoE stages: expert-load imbalance and idle experts at the first and last logged step."""
+    if not moe:
+        return []
+    out = _table_head(
+        "MoE expert load",
+        "Per training stage of an MoE model, at its first → last logged step (the tokens of "
+        "that step's training forwards): max / mean load per expert over the mean load (1.0 is "
+        "perfectly balanced), the worst layer and the mean over layers, and the experts that got "
+        "no token, summed over layers.",
+        ["stage", "steps", "imbalance (max layer)", "imbalance (mean)", "idle experts"],
+    )
+    for stage in [s for s in order if s in moe]:
+        m = moe[stage]
+        cells = [f"{m['steps'][0]} → {m['steps'][1]}"]
+        cells += [f"{m[k][0]:.2f} → {m[k][1]:.2f}" for k in MOE_KEYS[:2]]
+        cells.append(f"{m['moe_idle_experts'][0]:.0f} → {m['moe_idle_experts'][1]:.0f}")
+        out.append(f"| {stage} | " + " | ".join(cells) + " |")
     return out
 
 

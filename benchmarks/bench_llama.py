@@ -8,7 +8,9 @@ folder on the import path.
 from __future__ import annotations
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
+
+from arcforge.model.presets import build_config
 
 PAD = 0
 
@@ -16,15 +18,7 @@ PAD = 0
 def build_model(tie_word_embeddings: bool = False) -> LlamaForCausalLM:
     """The benchmark model in eval mode, seeded with 0 (vLLM loads it with tied embeddings)."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=2048,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=512,
-        max_position_embeddings=512,
-        pad_token_id=PAD,
-        tie_word_embeddings=tie_word_embeddings,
-    )
+    # the `small` preset (hidden 256, 4 layers, 4 heads) with a narrower MLP
+    cfg = build_config("small", 2048, 512, intermediate_size=512, pad_token_id=PAD)
+    cfg.tie_word_embeddings = tie_word_embeddings
     return LlamaForCausalLM(cfg).eval()

@@ -4,24 +4,20 @@ Importable from any test module because pytest puts `tests/` (home of the root c
 the import path.
 """
 
+from dataclasses import asdict
+
 import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, PretrainedConfig, PreTrainedModel
 
 from arcforge.chat.tokens import END
 from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
+from arcforge.model.presets import PRESETS, build_config
 
-# a 2-layer Llama with grouped-query attention (4 heads, 2 KV heads): the engine tests' model
-SMALL_LLAMA = dict(
-    vocab_size=96,
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=128,
-    max_position_embeddings=256,
-)
+# a 2-layer Llama with grouped-query attention: the nano preset's layout (hidden 64, 4 heads)
+# with 2 KV heads and an MLP of 128, vocabulary 96, 256 positions: the engine tests' model
+SMALL_LLAMA = {**asdict(PRESETS["nano"]), "num_key_value_heads": 2, "intermediate_size": 128}
+SMALL_LLAMA |= {"vocab_size": 96, "max_position_embeddings": 256}
 
 
 def small_llama() -> LlamaForCausalLM:
@@ -49,6 +45,13 @@ def glm5_two_layers(vocab_size: int, **overrides) -> PretrainedConfig:
         num_hidden_layers=2,
         **overrides,
     )
+
+
+def toy_token_nano(vocab_size: int, pad: int, bos: int, eos: int, seed: int = 0) -> PreTrainedModel:
+    """A random nano model (weights from `seed`) over a toy vocabulary of `vocab_size` token ids
+    with these pad, BOS and EOS ids, and 16 positions: the toy-task RL and distillation model."""
+    cfg = build_config("nano", vocab_size, 16, pad_token_id=pad, bos_token_id=bos, eos_token_id=eos)
+    return init_model(cfg, seed=seed)
 
 
 def end_biased_nano(

@@ -18,7 +18,6 @@ score at the nearest-train level is what recall of the train split alone gives.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
@@ -189,18 +188,10 @@ def world_baselines(
 def run_baselines(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None:
     """RUN_DIR/checks/baselines.json, computed once per run from its saved world for the suites
     its eval config scores (None when the run has no saved world yet)."""
-    from arcforge.audit.contamination import eval_counts
-    from arcforge.run_config import load_config
-    from arcforge.world import World
+    from arcforge.audit.contamination import cached_run_check, eval_counts
 
-    path = run_dir / "checks" / "baselines.json"
-    if path.exists() and not refresh:
-        return json.loads(path.read_text())
-    if not (run_dir / "world" / "DONE").exists():
-        return None
-    cfg = load_config(run_dir / "config.yaml")
-    counts = eval_counts(cfg.eval)  # the suites the run scores, on the items it scores
-    res = world_baselines(World.load(run_dir / "world"), counts, suites=list(counts))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1) + "\n")
-    return res
+    def compute(world, cfg) -> dict[str, Any]:
+        counts = eval_counts(cfg.eval)  # the suites the run scores, on the items it scores
+        return world_baselines(world, counts, suites=list(counts))
+
+    return cached_run_check(run_dir, "baselines", refresh, compute)

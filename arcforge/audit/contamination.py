@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -204,22 +204,35 @@ def eval_counts(eval_cfg: Any) -> dict[str, int]:
     return out
 
 
-def run_contamination(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None:
-    """RUN_DIR/checks/contamination.json, computed once per run from its saved world and config
-    (None when the run has no saved world yet)."""
+def cached_run_check(
+    run_dir: Path, name: str, refresh: bool, compute: Callable[[Any, Any], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """RUN_DIR/checks/<name>.json: `compute(world, cfg)` on the run's saved world and config,
+    written once and read back after (`refresh`: compute again); None when the run has no saved
+    world yet."""
     from arcforge.run_config import load_config
     from arcforge.world import World
 
-    path = run_dir / "checks" / "contamination.json"
+    path = run_dir / "checks" / f"{name}.json"
     if path.exists() and not refresh:
         return json.loads(path.read_text())
     if not (run_dir / "world" / "DONE").exists():
         return None
-    cfg = load_config(run_dir / "config.yaml")
-    res = check_world(World.load(run_dir / "world"), cfg.stages, run_dir, eval_counts(cfg.eval))
+    result = compute(World.load(run_dir / "world"), load_config(run_dir / "config.yaml"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1) + "\n")
-    return res
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def run_contamination(run_dir: Path, refresh: bool = False) -> dict[str, Any] | None:
+    """RUN_DIR/checks/contamination.json, computed once per run from its saved world and config
+    (None when the run has no saved world yet)."""
+    return cached_run_check(
+        run_dir,
+        "contamination",
+        refresh,
+        lambda world, cfg: check_world(world, cfg.stages, run_dir, eval_counts(cfg.eval)),
+    )
 
 
 def format_table(res: dict[str, Any]) -> str:

@@ -125,6 +125,7 @@ class SandboxToolEnv:
 
     Subclasses open `self.sb` and set `self.tools` in `reset`, and override `finish(message)`
     for what a final message does (run its scripts, grade a step); `close` releases the sandbox.
+    State of their own per episode goes in `_new_episode`.
 
     Args:
         backend: sandbox backend.
@@ -146,6 +147,11 @@ class SandboxToolEnv:
         self.task: Task | None = None
         self.tools: list[Tool] = []
         self.final = ""
+        self._new_episode()
+
+    def _new_episode(self) -> None:
+        """Clear what a subclass keeps per episode beyond the task, sandbox and tools: called
+        here, so that the fields exist before the first episode, and by the subclass's `reset`."""
 
     def step(self, message: Message) -> StepResult:
         if self.sb is None or self.task is None:

@@ -20,7 +20,6 @@ from typing import Any
 from arcforge.envs.base import SandboxToolEnv, StepResult
 from arcforge.envs.code_env import run_pytest, test_names
 from arcforge.envs.terminal_env import fenced_blocks, open_task_sandbox, python_tool
-from arcforge.sandbox import Limits
 from arcforge.types import Message, Reward, Task
 
 
@@ -33,23 +32,17 @@ class ChainEnv(SandboxToolEnv):
         tool_timeout: seconds per `run_python` call; verify_timeout: seconds per grading run.
     """
 
-    def __init__(
-        self,
-        backend: str = "bwrap",
-        limits: Limits | None = None,
-        tool_timeout: float = 10,
-        verify_timeout: float = 60,
-    ) -> None:
-        super().__init__(backend, limits, tool_timeout, verify_timeout)
-        self.module = ""
-        self.results: list[dict[str, Any]] = []
+    def _new_episode(self) -> None:
+        self.module = ""  # the module so far: each step's last python block appended
+        self.results: list[dict[str, Any]] = []  # one grading per step
 
     def reset(self, task: Task) -> list[Message]:
         steps = task.metadata.get("steps") or []
         if not steps:
             raise ValueError(f"task {task.id}: a chain task needs metadata['steps']")
         self.close()
-        self.task, self.module, self.results = task, "", []
+        self.task = task
+        self._new_episode()
         self.sb = open_task_sandbox(self.backend, self.limits)
         summary = "Run a Python program in the sandbox and return what it printed."
         self.tools = [python_tool(self.sb, self.tool_timeout, "run_python", summary)]

@@ -236,6 +236,8 @@ class TerminalEnv(SandboxToolEnv):
         verify_timeout: float = 120,
     ):
         super().__init__(backend, limits, tool_timeout, verify_timeout)
+
+    def _new_episode(self) -> None:
         self.state = EpisodeState()
 
     def reset(self, task: Task) -> list[Message]:
@@ -244,7 +246,8 @@ class TerminalEnv(SandboxToolEnv):
         if reasons:
             raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
         self.close()
-        self.task, self.state = task, EpisodeState()
+        self.task = task
+        self._new_episode()
         self.sb = open_task_sandbox(
             self.backend,
             self.limits,

@@ -69,12 +69,23 @@ class StableTopkIndexer(GlmMoeDsaIndexer):
             k = cache.update_indexer(k, self.layer_idx)  # (B, T, D)
         scores = torch.matmul(q.float(), k.transpose(-1, -2).float().unsqueeze(1))  # (B, S, H, T)
         scores = F.relu(scores * self.softmax_scale)
-        w = self.weights_proj(hidden_states.to(self.weights_proj.weight.dtype)).float()
+        w = self.weights_proj(hidden_states.to(_input_dtype(self.weights_proj, hidden_states)))
+        w = w.float()
         w = w * self.n_heads**-0.5  # (B, S, H)
         index_scores = torch.matmul(w.unsqueeze(-2), scores).squeeze(-2)  # (B, S, T)
         if attention_mask.dtype == torch.bool:
             return index_scores.masked_fill(~attention_mask, float("-inf"))
         return index_scores + attention_mask
+
+
+def _input_dtype(proj: nn.Module, hidden_states: torch.Tensor) -> torch.dtype:
+    """The dtype `proj` takes: its float weight's (transformers keeps `weights_proj` in fp32),
+    else the hidden states' own (a quantized replacement, e.g. the LocalEngine's int8 Linear,
+    has no float `weight`)."""
+    weight = getattr(proj, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.is_floating_point():
+        return weight.dtype
+    return hidden_states.dtype
 
 
 def indexers(model: nn.Module) -> list[GlmMoeDsaIndexer]:

@@ -33,6 +33,8 @@ import torch
 from torch import nn
 from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import GlmMoeDsaTopkRouter
 
+from arcforge.metrics import Closing
+
 
 def routers(model: nn.Module) -> list[GlmMoeDsaTopkRouter]:
     """The model's MoE routers in layer order (none for a model without MoE)."""
@@ -70,11 +72,12 @@ def load_stats(counts: torch.Tensor) -> dict[str, float]:
     return out
 
 
-class ExpertLoad:
+class ExpertLoad(Closing):
     """Counts the tokens each router sends to each expert (forward hooks on the routers).
 
-    `counts` is (L, E): L routers in layer order, E experts; `reset()` zeroes it. With
-    `train_only`, forwards in eval mode (held-out losses, generation) are not counted.
+    `counts` is (L, E): L routers in layer order, E experts, on the routers' device (so that
+    counting never waits for the accelerator); `reset()` zeroes it. With `train_only`,
+    forwards in eval mode (held-out losses, generation) are not counted.
     """
 
     def __init__(self, model: nn.Module, train_only: bool = False) -> None:
@@ -88,7 +91,9 @@ class ExpertLoad:
         def hook(router: nn.Module, _args: tuple, out: tuple) -> None:
             if self.train_only and not router.training:
                 return
-            idx = out[2].detach().reshape(-1).cpu()  # (N * k,)
+            idx = out[2].detach().reshape(-1)  # (N * k,)
+            if self.counts.device != idx.device:
+                self.counts = self.counts.to(idx.device)
             self.counts[i] += torch.bincount(idx, minlength=self.counts.shape[1])
 
         return hook
@@ -100,15 +105,15 @@ class ExpertLoad:
         """`load_stats` of the counts so far."""
         return load_stats(self.counts)
 
+    def pop(self) -> dict[str, float]:
+        """`load_stats` of the counts since the last `pop` or `reset`, then zero them."""
+        stats = self.stats()
+        self.reset()
+        return stats
+
     def close(self) -> None:
         for h in self._handles:
             h.remove()
-
-    def __enter__(self) -> ExpertLoad:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class AuxFreeBalancer:
@@ -116,24 +121,24 @@ class AuxFreeBalancer:
 
     Counts the tokens routed in training forwards since the last call, adds
     `bias_update(load, gamma)` to each router's `e_score_correction_bias`, and returns the
-    step's `load_stats` (so they go into the metrics).
+    step's `load_stats` (so they go into the metrics). `load` is the train-only `ExpertLoad`
+    to read (a training loop's own, whose counts `step()` then zeroes); default a new one.
     """
 
-    def __init__(self, model: nn.Module, gamma: float = 1e-3) -> None:
+    def __init__(
+        self, model: nn.Module, gamma: float = 1e-3, load: ExpertLoad | None = None
+    ) -> None:
         if gamma <= 0:
             raise ValueError(f"gamma must be > 0, got {gamma}")
         self.gamma = gamma
-        self.load = ExpertLoad(model, train_only=True)
+        self.load = ExpertLoad(model, train_only=True) if load is None else load
 
     @torch.no_grad()
     def step(self) -> dict[str, float]:
-        stats = self.load.stats()
         for router, load in zip(self.load.routers, self.load.counts):
-            if load.sum() > 0:
-                bias = router.e_score_correction_bias
-                bias += bias_update(load, self.gamma).to(bias.device, bias.dtype)
-        self.load.reset()
-        return stats
+            bias = router.e_score_correction_bias  # a router that saw no token moves by 0
+            bias += bias_update(load, self.gamma).to(bias.device, bias.dtype)
+        return self.load.pop()
 
     def close(self) -> None:
         self.load.close()

@@ -11,6 +11,9 @@
   so that the train/inference mismatch IcePop guards against is real. With an `mtp` head it
   decodes speculatively, one row at a time (arcforge.rollout.spec_decode): the tokens and
   logprobs are distributed exactly as the target model's.
+  With `record_routing` (an MoE model: transformers' `glm_moe_dsa`) each completion carries
+  the experts every router picked in the forwards that generated it, for routing replay in
+  training (arcforge.model.moe).
 - `ServerEngine`: any OpenAI-compatible `/v1/completions` server that takes prompt token ids and
   returns completion token ids and logprobs (vLLM, SGLang, `arcforge serve`).
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -48,8 +52,9 @@ from torch import nn
 from arcforge.errors import ConfigError
 from arcforge.rollout.decoder import _fast_supported, _FastDecoder, _HFDecoder, _quantize_int8
 
-if TYPE_CHECKING:  # the MTP modules load transformers' GLM-5 code: only with a head
+if TYPE_CHECKING:  # the MTP and MoE modules load transformers' GLM-5 code: only when used
     from arcforge.config import EngineCfg
+    from arcforge.model.moe import RoutingRecord
     from arcforge.model.mtp import MTPHead
     from arcforge.rollout.spec_decode import SpecStats
 
@@ -94,6 +99,10 @@ class Completion:
     logprobs: list[float]  # raw-logit logprob of each token in token_ids (see module docstring)
     finish_reason: FinishReason
     version: int | None = None  # the weight version that sampled it, when the engine knows
+    # with a LocalEngine that records routing: per MoE router (layer order), the (L - 1, k)
+    # experts it picked for the prompt and every sampled token but the last (the L - 1 inputs
+    # of the trainer's teacher-forced forward over prompt + completion); None otherwise
+    routing: list[torch.Tensor] | None = None
 
 
 @runtime_checkable
@@ -157,6 +166,8 @@ class LocalEngine:
         fast: use the lean Llama-family decode path when the architecture allows it.
         mtp: an MTP head of `model`: speculative decoding with its drafts (the HF forward path).
         draft_steps: drafts per speculative round (0: the head's trained depth).
+        record_routing: carry each completion's MoE routing on `Completion.routing` (the RL
+            stages' `routing_replay`); needs a model with MoE routers and no `mtp`.
     """
 
     def __init__(
@@ -169,9 +180,13 @@ class LocalEngine:
         fast: bool = True,
         mtp: MTPHead | None = None,
         draft_steps: int = 0,
+        record_routing: bool = False,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if record_routing:
+            _check_routing_recordable(model, mtp)
+        self.records_routing = record_routing
         self.pad_token_id, self.precision, self.max_batch = pad_token_id, precision, max_batch
         self._master = copy.deepcopy(model).eval().requires_grad_(False)
         self._fast = fast and mtp is None and _fast_supported(self._master)
@@ -228,12 +243,43 @@ class LocalEngine:
         return out  # type: ignore[return-value]
 
     def _generate_batch(self, prompts, row_ids, p: SamplingParams) -> list[Completion]:
-        B, P, N, dev = len(prompts), max(map(len, prompts)), p.max_new_tokens, self._device
+        B, P = len(prompts), max(map(len, prompts))
         ids = torch.full((B, P), self.pad_token_id, dtype=torch.long)  # (B, P) left-padded
         mask = torch.zeros(B, P, dtype=torch.long)
         for b, prompt in enumerate(prompts):
             ids[b, P - len(prompt) :], mask[b, P - len(prompt) :] = torch.tensor(prompt), 1
+        recording = nullcontext(None)
+        if self.records_routing:  # hooks on the decoder's routers: the forwards that sample
+            from arcforge.model.moe import record_routing
+
+            recording = record_routing(self._dec)
+        with recording as record:
+            toks, lps, length, stopped, steps_alive = self._decode(ids, mask, row_ids, p, record)
+        routing: list[list[torch.Tensor] | None] = [None] * B
+        if record is not None:
+            lens = [len(prompt) for prompt in prompts]
+            routing[:] = _completion_routing(record, lens, P, steps_alive, length.tolist())
+        toks_l, lps_l = toks.tolist(), lps.tolist()
+        return [
+            Completion(
+                toks_l[b][: length[b]],
+                lps_l[b][: length[b]],
+                "stop" if stopped[b] else "length",
+                routing=routing[b],
+            )
+            for b in range(B)
+        ]
+
+    def _decode(self, ids, mask, row_ids, p: SamplingParams, record: RoutingRecord | None):
+        """Prefill the left-padded (B, P) `ids` and sample up to p.max_new_tokens per row.
+
+        Returns:
+            tokens (B, N), logprobs (B, N), length (B,), stopped (B,), and with a routing
+            `record` the rows each decode step ran (one (b_t,) tensor per step, else []).
+        """
+        (B, P), N, dev = ids.shape, p.max_new_tokens, self._device
         logits = self._dec.prefill(ids.to(dev), mask.to(dev), P + N)  # (B, V)
+        steps_alive: list[torch.Tensor] = []
         gens = None
         if p.seed is not None:
             gens = [torch.Generator(device=dev).manual_seed(p.seed + r) for r in row_ids]
@@ -260,14 +306,63 @@ class LocalEngine:
                         alive, tok, done = alive[keep], tok[keep], done[keep]
                         gens = None if gens is None else [gens[k] for k in keep.tolist()]
             if t + 1 < N:
+                if record is not None:
+                    steps_alive.append(alive.cpu())
                 logits = self._dec.step(tok)
-        toks_l, lps_l = toks.tolist(), lps.tolist()
-        return [
-            Completion(
-                toks_l[b][: length[b]], lps_l[b][: length[b]], "stop" if stopped[b] else "length"
-            )
-            for b in range(B)
-        ]
+        return toks, lps, length, stopped, steps_alive
+
+
+def _check_routing_recordable(model: nn.Module, mtp: MTPHead | None) -> None:
+    """Raise unless the LocalEngine can record `model`'s routing (see `record_routing`)."""
+    from arcforge.model.moe import routers
+
+    if mtp is not None:
+        raise ValueError(
+            "routing_replay records the experts of the plain decode loop; speculative decoding "
+            "(an mtp head) is not supported with it: turn one of them off"
+        )
+    if not routers(model):
+        kind = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+        raise ValueError(
+            f"routing_replay needs a model with MoE routers (a glm5-* preset); {kind} has none"
+        )
+
+
+def _completion_routing(
+    record: RoutingRecord,
+    prompt_lens: list[int],
+    width: int,
+    steps_alive: list[torch.Tensor],
+    lengths: list[int],
+) -> list[list[torch.Tensor]]:
+    """Each row's experts per router over the tokens the trainer's forward routes: its prompt
+    (the prefill, left padding cut) then every sampled token but the last (the decode steps
+    that fed them).
+
+    Args:
+        record: router i's forwards are `record.experts[i]`: the prefill's (B * width, k),
+            then one (b_t, k) per decode step t, over the rows `steps_alive[t]`.
+        prompt_lens: each row's prompt length (<= width, the padded prompt width).
+        lengths: each row's completion length.
+    Returns:
+        `out[b][i]`: row b's (prompt_lens[b] + lengths[b] - 1, k) int64 experts of router i.
+    """
+    B, out = len(prompt_lens), [[] for _ in prompt_lens]
+    with torch.inference_mode(False):  # plain tensors: a training forward saves them for backward
+        for calls in record.experts:
+            if len(calls) != 1 + len(steps_alive):
+                raise RuntimeError(
+                    f"routing record: {len(calls)} forwards for 1 prefill and "
+                    f"{len(steps_alive)} decode steps"
+                )
+            prefill = calls[0].cpu().clone().view(B, width, -1)  # (B, width, k)
+            steps = torch.full((len(steps_alive), B, prefill.shape[-1]), -1, dtype=torch.long)
+            for t, (rows, experts) in enumerate(zip(steps_alive, calls[1:])):
+                steps[t, rows] = experts.cpu().clone().long()  # (b_t, k) of decoder rows
+            for b in range(B):
+                prompt = prefill[b, width - prompt_lens[b] :]  # (prompt_len, k)
+                out[b].append(torch.cat([prompt.long(), steps[: lengths[b] - 1, b]]))
+    return out
 
 
 class ServerEngine:
@@ -392,6 +487,7 @@ def make_engine(
     pad_token_id: int,
     precision: str = "fp32",
     max_batch: int = 64,
+    routing_replay: bool = False,
 ) -> Engine:
     """The rollout engine a config names, holding `model`'s current weights.
 
@@ -399,10 +495,20 @@ def make_engine(
         cfg: `engine:` of a stage; None is the LocalEngine.
         model: the policy (copied: to the LocalEngine's private weights, or to disk for vLLM).
         pad_token_id, precision, max_batch: LocalEngine settings (servers take fp32 only).
+        routing_replay: the LocalEngine records each completion's MoE routing (servers cannot).
     """
     if cfg is None or cfg.kind == "local":
         return LocalEngine(
-            model, pad_token_id=pad_token_id, precision=precision, max_batch=max_batch
+            model,
+            pad_token_id=pad_token_id,
+            precision=precision,
+            max_batch=max_batch,
+            record_routing=routing_replay,
+        )
+    if routing_replay:
+        raise ConfigError(
+            f"routing_replay records the experts of the LocalEngine's own forwards; engine.kind "
+            f"{cfg.kind} does not return them: use engine.kind local or turn routing_replay off"
         )
     if precision != "fp32":
         raise ConfigError(
@@ -410,27 +516,18 @@ def make_engine(
             f"flag goes in engine.extra_args); engine precision {precision!r} is for the local "
             "engine"
         )
+    server = {  # what both server engines take from `engine:`
+        "url": cfg.url,
+        "workdir": cfg.workdir,
+        "python": cfg.python,
+        "max_model_len": cfg.max_model_len,
+        "startup_timeout": cfg.startup_timeout,
+        "extra_args": cfg.extra_args,
+    }
     if cfg.kind == "sglang":
         from arcforge.rollout.sglang_engine import SGLangEngine  # it imports this module
 
-        return SGLangEngine(
-            model,
-            url=cfg.url,
-            workdir=cfg.workdir,
-            python=cfg.python,
-            max_model_len=cfg.max_model_len,
-            startup_timeout=cfg.startup_timeout,
-            extra_args=cfg.extra_args,
-        )
+        return SGLangEngine(model, **server)
     from arcforge.rollout.vllm_engine import VLLMEngine  # it imports this module
 
-    return VLLMEngine(
-        model,
-        url=cfg.url,
-        workdir=cfg.workdir,
-        python=cfg.python,
-        kv_cache_gib=cfg.kv_cache_gib,
-        max_model_len=cfg.max_model_len,
-        startup_timeout=cfg.startup_timeout,
-        extra_args=cfg.extra_args,
-    )
+    return VLLMEngine(model, kv_cache_gib=cfg.kv_cache_gib, **server)

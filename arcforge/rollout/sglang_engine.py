@@ -41,35 +41,17 @@ schema above (SGLang needs a GPU build); checked for real only where a GPU is le
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import torch
 from torch import nn
 
-from arcforge.errors import UserError
 from arcforge.rollout.engine import Completion, SamplingParams
-from arcforge.rollout.vllm_engine import REPO_ROOT, ServerProcess, _free_port, export_checkpoint
+from arcforge.rollout.vllm_engine import REPO_ROOT, ServerProcess, export_checkpoint
 
 DEFAULT_PYTHON = REPO_ROOT / ".venv-sglang" / "bin" / "python"
 LogprobMode = Literal["raw", "tempered"]
-
-
-def sglang_python(python: str | None = None) -> Path:
-    """The interpreter with SGLang: `python`, else $ARCFORGE_SGLANG_PYTHON, else .venv-sglang's."""
-    p = Path(python or os.environ.get("ARCFORGE_SGLANG_PYTHON") or DEFAULT_PYTHON)
-    if not p.is_file():
-        raise UserError(
-            f"SGLang engine: no SGLang python at {p}; install `sglang` (a GPU machine) into a "
-            "virtualenv and set engine.python / ARCFORGE_SGLANG_PYTHON, or give engine.url"
-        )
-    return p
 
 
 def generate_request(prompts: list[list[int]], params: SamplingParams) -> dict[str, Any]:
@@ -129,7 +111,7 @@ class SGLangEngine(ServerProcess):
         url: a running SGLang server (holding `model`'s weights, able to read `workdir`) to
             use instead of starting one.
         workdir: where pushed checkpoints and the server log go (default: a temporary dir).
-        python: interpreter with SGLang (see `sglang_python`).
+        python: interpreter with SGLang (see `ServerProcess.find_python`).
         max_model_len: the server's `--context-length` (default: the model's positions).
         startup_timeout: seconds to wait for the server's /health.
         extra_args: more `sglang.launch_server` arguments (e.g. `--dtype bfloat16`).
@@ -138,6 +120,12 @@ class SGLangEngine(ServerProcess):
     """
 
     server_name = "SGLang"
+    python_env = "ARCFORGE_SGLANG_PYTHON"
+    default_python = DEFAULT_PYTHON
+    python_hint = (
+        "install `sglang` (a GPU machine) into a "
+        "virtualenv and set engine.python / ARCFORGE_SGLANG_PYTHON, or give engine.url"
+    )
 
     def __init__(
         self,
@@ -154,31 +142,23 @@ class SGLangEngine(ServerProcess):
     ) -> None:
         if logprobs not in ("raw", "tempered"):
             raise ValueError(f"logprobs must be 'raw' or 'tempered', got {logprobs!r}")
-        python_path = sglang_python(python) if url is None else None  # fail before any work
-        self._model, self.logprobs = model, logprobs
-        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="arcforge-sglang-")
-        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._version, self._lock = 0, threading.Lock()
-        self._proc: subprocess.Popen | None = None
-        self._ckpt: Path | None = None
-        self.push_seconds: list[float] = []  # wall time of each load_weights
-        if url is None:
-            self._ckpt = export_checkpoint(model, model.state_dict(), self.workdir / "weights_v0")
-            port = _free_port()
-            url = f"http://127.0.0.1:{port}"
-            self._start(python_path, port, max_model_len, extra_args)  # type: ignore[arg-type]
-        self.url = url.rstrip("/")
-        self._client = httpx.Client(base_url=self.url, timeout=request_timeout)
-        self._wait_healthy(startup_timeout)
+        python_path = self.find_python(python) if url is None else None  # fail before any work
+        self.logprobs = logprobs
+        self._open_workdir(model, workdir, "arcforge-sglang-")
+        self._ckpt = None  # a running server holds its own weights until the first push
+        self._connect(
+            url,
+            request_timeout,
+            startup_timeout,
+            lambda port: self._start(python_path, port, max_model_len, extra_args),  # type: ignore[arg-type]
+        )
 
     # ------------------------------------------------------------ server lifecycle
 
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
-
     def _start(self, python: Path, port: int, max_len: int | None, extra) -> None:
+        self._ckpt = export_checkpoint(
+            self._model, self._model.state_dict(), self.workdir / "weights_v0"
+        )
         max_len = max_len or int(self._model.config.max_position_embeddings)
         cmd = [
             str(python),
@@ -196,15 +176,7 @@ class SGLangEngine(ServerProcess):
             *extra,
         ]
         env = {**os.environ, "SGLANG_RETURN_ORIGINAL_LOGPROB": "1", "HF_HUB_OFFLINE": "1"}
-        with open(self.log_path, "ab") as log:  # its own session: close() ends the whole group
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                cwd=self.workdir,
-            )
+        self._launch(cmd, env)
 
     def _post(self, route: str, body: dict[str, Any]) -> Any:
         r = self._client.post(route, json=body)
@@ -240,10 +212,8 @@ class SGLangEngine(ServerProcess):
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         """Push `state_dict` (HF names) as `version`: written to disk, then loaded in place by
         the server between a pause and a continue (see the module header)."""
-        t0 = time.perf_counter()
-        old = self._ckpt
-        new = export_checkpoint(self._model, state_dict, self.workdir / f"weights_v{version}")
-        with self._lock:
+
+        def reload(new: Path) -> None:
             self._post("/pause_generation", {"mode": "retract"})
             try:
                 body = {"model_path": str(new), "weight_version": str(version), "flush_cache": True}
@@ -252,7 +222,5 @@ class SGLangEngine(ServerProcess):
                     raise RuntimeError(f"{self.url} did not load {new}: {out.get('message')}")
             finally:
                 self._post("/continue_generation", {})
-            self._ckpt, self._version = new, version
-        if old is not None and old != new:
-            shutil.rmtree(old, ignore_errors=True)
-        self.push_seconds.append(time.perf_counter() - t0)
+
+        self._push_checkpoint(state_dict, version, reload)

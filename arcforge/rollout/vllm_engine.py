@@ -48,6 +48,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -62,17 +63,6 @@ from arcforge.rollout.engine import Completion, SamplingParams, _parse_choice, c
 SERVED_NAME = "policy"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
-
-
-def vllm_python(python: str | None = None) -> Path:
-    """The interpreter that has vLLM: `python`, else $ARCFORGE_VLLM_PYTHON, else .venv-vllm's."""
-    p = Path(python or os.environ.get("ARCFORGE_VLLM_PYTHON") or DEFAULT_PYTHON)
-    if not p.is_file():
-        raise UserError(
-            f"vLLM engine: no vLLM python at {p}; build it with `make setup-vllm` "
-            "(or set engine.python / ARCFORGE_VLLM_PYTHON to one with vLLM installed)"
-        )
-    return p
 
 
 def export_checkpoint(model: nn.Module, state_dict: dict[str, torch.Tensor], out: Path) -> Path:
@@ -109,14 +99,93 @@ def _free_port() -> int:
 
 
 class ServerProcess:
-    """What an engine that starts (or connects to) an inference server shares: its log, closing
-    the server's whole process group, the context-manager protocol and the weight version.
-    Subclasses set `_proc`, `_client`, `_tmp`, `log_path` and `_version`."""
+    """What an engine that starts (or connects to) an inference server shares: finding the
+    server's interpreter, its work directory and log, starting it in a session of its own,
+    waiting for its health, pushing a checkpoint between the engine's own pause and resume
+    calls, closing the server's whole process group, the context-manager protocol and the
+    weight version. A subclass names its server (`server_name`), where its interpreter is
+    (`python_env`, `default_python`, `python_hint`), and calls `_open_workdir` then `_connect`
+    in its `__init__`."""
 
     _proc: subprocess.Popen | None = None
     _tmp: tempfile.TemporaryDirectory | None = None
     _version = 0
+    _ckpt: Path | None = None
     server_name = "inference"
+    python_env = ""  # the environment variable that names the interpreter
+    default_python = Path("python")
+    python_hint = ""  # how to get an interpreter, for the error when there is none
+
+    @classmethod
+    def find_python(cls, python: str | None = None) -> Path:
+        """The interpreter with the server: `python`, else $`python_env`, else `default_python`
+        (a UserError saying how to get one when that is not a file)."""
+        path = Path(python or os.environ.get(cls.python_env) or cls.default_python)
+        if not path.is_file():
+            name = cls.server_name
+            raise UserError(f"{name} engine: no {name} python at {path}; {cls.python_hint}")
+        return path
+
+    def _open_workdir(self, model: nn.Module, workdir: str | Path | None, prefix: str) -> None:
+        """Hold `model` and a work directory for checkpoints and the log (`workdir`, else a
+        temporary one named `prefix`...); no server, version 0, no pushes yet."""
+        self._model = model
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix=prefix)
+        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._version, self._lock = 0, threading.Lock()
+        self._proc = None
+        self.push_seconds: list[float] = []  # wall time of each load_weights
+
+    def _connect(
+        self,
+        url: str | None,
+        request_timeout: float,
+        startup_timeout: float,
+        start: Callable[[int], None],
+    ) -> None:
+        """Talk to the server at `url`, else to one `start(port)` launches on a free local
+        port; return once it answers /health."""
+        if url is None:
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            start(port)
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=request_timeout)
+        self._wait_healthy(startup_timeout)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def _launch(self, cmd: list[str], env: dict[str, str]) -> None:
+        """Start the server command, its output appended to the log; in a session of its own,
+        so that `close` ends the whole process group."""
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=self.workdir,
+            )
+
+    def _push_checkpoint(
+        self, state_dict: dict[str, torch.Tensor], version: int, reload: Callable[[Path], None]
+    ) -> None:
+        """Write `state_dict` as the checkpoint of `version`, have the server load it
+        (`reload(directory)`, under the lock that serialises pushes and generate calls), then
+        drop the previous checkpoint; the push's wall time goes to `push_seconds`."""
+        t0 = time.perf_counter()
+        old = self._ckpt
+        new = export_checkpoint(self._model, state_dict, self.workdir / f"weights_v{version}")
+        with self._lock:
+            reload(new)
+            self._ckpt, self._version = new, version
+        if old is not None and old != new:
+            shutil.rmtree(old, ignore_errors=True)
+        self.push_seconds.append(time.perf_counter() - t0)
 
     def _log_tail(self, n: int = 4000) -> str:
         try:
@@ -193,7 +262,7 @@ class VLLMEngine(ServerProcess):
         url: a running vLLM server (dev mode, serving `policy`, able to read `workdir`) to use
             instead of starting one; it must already hold `model`'s weights.
         workdir: where checkpoints for the server and its log go (default: a temporary dir).
-        python: interpreter with vLLM (default: .venv-vllm's, see `vllm_python`).
+        python: interpreter with vLLM (default: .venv-vllm's, see `find_python`).
         kv_cache_gib: CPU KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE, a whole number).
         max_model_len: context length the server accepts (default: the model's positions).
         startup_timeout: seconds to wait for the server's /health.
@@ -202,6 +271,12 @@ class VLLMEngine(ServerProcess):
     """
 
     server_name = "vLLM"
+    python_env = "ARCFORGE_VLLM_PYTHON"
+    default_python = DEFAULT_PYTHON
+    python_hint = (
+        "build it with `make setup-vllm` "
+        "(or set engine.python / ARCFORGE_VLLM_PYTHON to one with vLLM installed)"
+    )
 
     def __init__(
         self,
@@ -216,28 +291,17 @@ class VLLMEngine(ServerProcess):
         extra_args: list[str] | tuple[str, ...] = (),
         request_timeout: float = 600.0,
     ) -> None:
-        python_path = vllm_python(python) if url is None else None  # fail before any work
-        self._model = model
-        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="arcforge-vllm-")
-        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self._version, self._lock = 0, threading.Lock()
-        self._proc: subprocess.Popen | None = None
+        python_path = self.find_python(python) if url is None else None  # fail before any work
+        self._open_workdir(model, workdir, "arcforge-vllm-")
         self._ckpt = export_checkpoint(model, model.state_dict(), self.workdir / "weights_v0")
-        self.push_seconds: list[float] = []  # wall time of each load_weights
-        if url is None:
-            port = _free_port()
-            url = f"http://127.0.0.1:{port}"
-            self._start(python_path, port, kv_cache_gib, max_model_len, extra_args)
-        self.url = url.rstrip("/")
-        self._client = httpx.Client(base_url=self.url, timeout=request_timeout)
-        self._wait_healthy(startup_timeout)
+        self._connect(
+            url,
+            request_timeout,
+            startup_timeout,
+            lambda port: self._start(python_path, port, kv_cache_gib, max_model_len, extra_args),
+        )
 
     # ------------------------------------------------------------ server lifecycle
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
 
     def _start(
         self,
@@ -275,15 +339,7 @@ class VLLMEngine(ServerProcess):
             "HF_HUB_OFFLINE": "1",
             "VLLM_CPU_KVCACHE_SPACE": str(kv_gib),
         }
-        with open(self.log_path, "ab") as log:  # its own session: close() ends the whole group
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                cwd=self.workdir,
-            )
+        self._launch(cmd, env)
 
     def _exit_hint(self, log_tail: str) -> str:
         if "Unsupported CPU attention configuration" in log_tail:
@@ -330,10 +386,8 @@ class VLLMEngine(ServerProcess):
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         """Push `state_dict` (HF names) as `version`: written to disk, then reloaded in place
         by the server between a pause and a resume (see the module header)."""
-        t0 = time.perf_counter()
-        old = self._ckpt
-        new = export_checkpoint(self._model, state_dict, self.workdir / f"weights_v{version}")
-        with self._lock:
+
+        def reload(new: Path) -> None:
             self._post("/pause?mode=wait")
             try:
                 self._post(
@@ -344,10 +398,8 @@ class VLLMEngine(ServerProcess):
                 self._post("/update_weight_version", {"new_version": str(version)})
             finally:
                 self._post("/resume")
-            self._ckpt, self._version = new, version
-        if old != new:
-            shutil.rmtree(old, ignore_errors=True)
-        self.push_seconds.append(time.perf_counter() - t0)
+
+        self._push_checkpoint(state_dict, version, reload)
 
     def prompt_logprobs(self, ids: list[int]) -> list[float]:
         """Teacher-forced logprobs of ids[1:] given their prefixes (vLLM's `prompt_logprobs`),

@@ -17,19 +17,11 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from arcforge.config import (
-    EngineCfg,
-    LossCfg,
-    OptimCfg,
-    SourceCfg,
-    StageCfg,
-    Strict,
-    no_reference_kl,
-)
+from arcforge.config import RolloutISStageCfg, SourceCfg, Strict
 from arcforge.data.sources import load_records
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
@@ -41,7 +33,13 @@ from arcforge.rollout.envservice import EnvServiceError, http_service, local_ser
 from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.rollout.swarm import SwarmCfg, swarm_env_maker
 from arcforge.rollout.workers import LocalWorkers
-from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.stages.common import (
+    RunContext,
+    first_and_last_fifth,
+    model_for_stage,
+    rollout_engine,
+    row_mean,
+)
 from arcforge.stages.distill import teacher_dir
 from arcforge.stages.rl import in_band
 from arcforge.train.async_rl import kept_probe, train_async_rl
@@ -80,10 +78,12 @@ class ProbeCfg(Strict):
     max_new_tokens: int | None = Field(None, gt=0)
 
 
-class AgenticRLStageCfg(LossCfg, StageCfg):
+class AgenticRLStageCfg(RolloutISStageCfg):
     """Agentic RL on a mixture of environment task kinds, async (tau, sync_every) or sync; the
-    loss fields are `LossCfg`'s (double_sided_is against the rollout logprobs)."""
+    loss fields are `LossCfg`'s (double_sided_is against the rollout logprobs); `engine` is the
+    rollout workers' engine (backend local; Ray actors hold LocalEngines of their own)."""
 
+    trainer: ClassVar[str] = "agentic RL"
     kind: Literal["agentic_rl"]
     # task sources (world:swe, world:terminal, ...); weight = mixture share
     sources: list[AgenticSourceCfg]
@@ -110,12 +110,10 @@ class AgenticRLStageCfg(LossCfg, StageCfg):
     weight_sync_timeout: float = Field(120.0, gt=0)
     batch_timeout: float = Field(1800.0, gt=0)
     max_turns: int = Field(6, gt=0)
-    max_new_tokens: int = Field(96, gt=0)
     context_budget: int = Field(1024, gt=16)
     # keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are kept): a band the
     # policy partly solves gives groups with mixed rewards, the only ones with a gradient
     difficulty: tuple[float, float] | None = None
-    temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     # engine and trainer logprobs under logits / temperature: the policy gradient of the
     # tempered policy the episodes were sampled from (False: of the T=1 policy; see
@@ -124,25 +122,19 @@ class AgenticRLStageCfg(LossCfg, StageCfg):
     # > 0: the stage ends on (and probes) a Polyak average of its weights with this decay, not
     # the last iterate (see WeightEMA); 0: the online weights
     weight_ema: float = Field(0.0, ge=0, lt=1)
-    # against the rollout logprobs: this trainer recomputes no old-policy logprobs
-    loss: Literal["double_sided_is"] = "double_sided_is"
     micro_batch: int = Field(16, gt=0)
-    # the rollout workers' engine (backend local; Ray actors hold LocalEngines of their own)
-    engine: EngineCfg = EngineCfg()
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
     probe: ProbeCfg | None = None
     # tasks of kind "swarm": orchestrator episodes over subagents frozen at a named checkpoint
     swarm: SwarmCfg | None = None
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
 
     @model_validator(mode="after")
-    def _engine_and_loss(self) -> AgenticRLStageCfg:
+    def _engine_and_backend(self) -> AgenticRLStageCfg:
         if self.engine.kind != "local" and self.backend != "local":
             raise ValueError(
                 f"engine.kind {self.engine.kind} needs backend local "
                 "(Ray rollout actors run LocalEngines of their own)"
             )
-        return no_reference_kl(self, "agentic RL")
+        return self
 
     def agent(self, temperature: float | None = None) -> AgentConfig:
         """The agent-loop config of the rollout workers (no seed: workers' calls can merge), at
@@ -333,13 +325,12 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             temperatures=temps if pool_cfgs else None,
         )
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
-    k = max(1, len(rows) // 5)
-    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
-    last = rows[-1] if rows else {}
+    first, last = first_and_last_fifth(rows)
+    final = rows[-1] if rows else {}
 
     def pool_mean(xs: list[dict], pool: str, what: str = "reward") -> float | None:
         have = [r for r in xs if f"{what}_{pool}" in r]  # steps that drew the pool
-        return round(mean(have, f"{what}_{pool}"), 3) if have else None
+        return round(row_mean(have, f"{what}_{pool}"), 3) if have else None
 
     tokens = {p: sum(r.get(f"tokens_{p}", 0) for r in rows) for p in weights}
 
@@ -354,25 +345,24 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
     return {
         **summary,
         "mixture": {kind: round(w / sum(weights.values()), 3) for kind, w in weights.items()},
-        "reward_first": mean(rows[:k], "reward_mean"),
-        "reward_last": mean(rows[-k:], "reward_mean"),
-        "signal_frac": round(mean(rows, "signal_frac"), 3),  # groups with a gradient
-        "pool_reward": {p: [pool_mean(rows[:k], p), pool_mean(rows[-k:], p)] for p in weights},
+        "reward_first": row_mean(first, "reward_mean"),
+        "reward_last": row_mean(last, "reward_mean"),
+        "signal_frac": round(row_mean(rows, "signal_frac"), 3),  # groups with a gradient
+        "pool_reward": {p: [pool_mean(first, p), pool_mean(last, p)] for p in weights},
         "pool_solved": {
-            p: [pool_mean(rows[:k], p, "solved"), pool_mean(rows[-k:], p, "solved")]
-            for p in weights
+            p: [pool_mean(first, p, "solved"), pool_mean(last, p, "solved")] for p in weights
         },
         "pool_signal": {p: pool_mean(rows, p, "signal") for p in weights},  # groups w/ gradient
         # each pool's share of the trained tokens (with token_mean: of the loss)
         "pool_tokens": {p: round(n / max(1, sum(tokens.values())), 3) for p, n in tokens.items()},
-        "dropped_stale": last.get("dropped_stale", 0),
+        "dropped_stale": final.get("dropped_stale", 0),
         # dynamic sampling's drops up to the workers' stop (the metrics rows: up to each step)
         "dropped_uniform": orch.stats()["dropped_uniform"],
         "pool_dropped_uniform": dict(orch.uniform_by_pool),
-        "retries": last.get("retries", 0),
-        "failed": last.get("failed", 0),
+        "retries": final.get("retries", 0),
+        "failed": final.get("failed", 0),
         "overlong": sum(r.get("overlong", 0) for r in rows),
         "partial": sum(r.get("partial", 0) for r in rows),
-        "idle_frac": last.get("idle_frac", 0.0),
-        "trajectories_per_s": last.get("trajectories_per_s", 0.0),
+        "idle_frac": final.get("idle_frac", 0.0),
+        "trajectories_per_s": final.get("trajectories_per_s", 0.0),
     }

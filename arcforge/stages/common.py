@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,6 +35,7 @@ from arcforge.model.presets import build_config
 from arcforge.model.prime import copy_config_fields, init_for_copying
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from arcforge.rollout.engine import Engine, make_engine
+from arcforge.train.rl import stop_token_ids
 
 
 @dataclass
@@ -173,6 +175,21 @@ def _episodes(world, ctx: RunContext | None, suite: str, kinds: list[str] | None
     return demos
 
 
+def _episode_record(demo) -> Record:
+    """An expert episode (an EpisodeDemo) as an SFT record: its messages, the tools it offered
+    (names and schemas), its thinking mode and kind."""
+    return Record(
+        messages=demo.messages,
+        origin=f"world:episodes#{demo.id}",
+        meta={
+            "tools": [tool.name for tool in demo.tools],
+            "mode": demo.mode,
+            "kind": demo.kind,
+            "tool_schemas": [tool.schema()["function"] for tool in demo.tools],
+        },
+    )
+
+
 def episode_records(world, ctx: RunContext | None, suite: str, split: str | None) -> list[Record]:
     """`world:episodes[/kind]`: scripted experts' verified episodes in the real environments,
     on TRAIN tasks only, generated once per run with the run's tokenizer and cached in
@@ -181,19 +198,7 @@ def episode_records(world, ctx: RunContext | None, suite: str, split: str | None
     if split not in (None, "train"):
         raise ConfigError(f"world:{suite}:{split}: expert episodes come from train tasks only")
     kind = suite.split("/", 1)[1] if "/" in suite else None
-    return [
-        Record(
-            messages=d.messages,
-            origin=f"world:episodes#{d.id}",
-            meta={
-                "tools": [t.name for t in d.tools],
-                "mode": d.mode,
-                "kind": d.kind,
-                "tool_schemas": [t.schema()["function"] for t in d.tools],
-            },
-        )
-        for d in _episodes(world, ctx, suite, [kind] if kind else None)
-    ]
+    return [_episode_record(d) for d in _episodes(world, ctx, suite, [kind] if kind else None)]
 
 
 def swarm_episode_records(world, ctx: RunContext | None, split: str | None) -> list[Record]:
@@ -247,19 +252,7 @@ def swarm_episode_records(world, ctx: RunContext | None, split: str | None) -> l
             f"[world] expert episodes swarm: {stats['episodes_kept']}/{stats['episodes']} "
             f"kept, rejected {stats['rejected']}"
         )
-    return [
-        Record(
-            messages=d.messages,
-            origin=f"world:episodes#{d.id}",
-            meta={
-                "tools": [t.name for t in d.tools],
-                "mode": d.mode,
-                "kind": d.kind,
-                "tool_schemas": [t.schema()["function"] for t in d.tools],
-            },
-        )
-        for d in demos
-    ]
+    return [_episode_record(d) for d in demos]
 
 
 def unseen_tasks(world, ctx: RunContext | None, suite: str) -> list:
@@ -452,14 +445,67 @@ def model_for_stage(ctx: RunContext, stage: StageCfg) -> torch.nn.Module:
 
 @contextmanager
 def rollout_engine(
-    cfg: EngineCfg, model: torch.nn.Module, pad_id: int, precision: str, max_batch: int
+    cfg: EngineCfg,
+    model: torch.nn.Module,
+    pad_id: int,
+    precision: str,
+    max_batch: int,
+    routing_replay: bool = False,
 ) -> Iterator[Engine]:
     """An RL stage's rollout engine (its `engine:`, through `make_engine`) holding `model`'s
     weights, closed on exit (a vLLM server it started stops with it)."""
-    engine = make_engine(cfg, model, pad_token_id=pad_id, precision=precision, max_batch=max_batch)
+    engine = make_engine(
+        cfg,
+        model,
+        pad_token_id=pad_id,
+        precision=precision,
+        max_batch=max_batch,
+        routing_replay=routing_replay,
+    )
     try:
         yield engine
     finally:
         close = getattr(engine, "close", None)  # the LocalEngine holds nothing to release
         if close is not None:
             close()
+
+
+def trainer_options(ctx: RunContext, stage: StageCfg, label: str) -> dict[str, Any]:
+    """The keyword arguments an on-policy trainer (`train_rl`, `train_distill`) takes from the
+    run: the tokenizer's pad and stop ids, the progress label (`label` and the stage's name),
+    the run's logging sinks and the run name its trackers show."""
+    tok = ctx.tokenizer
+    return {
+        "pad_id": tok.pad_token_id or 0,
+        "stop_ids": stop_token_ids(tok),
+        "desc": f"{label} {stage.name}",
+        "logging": ctx.cfg.logging,
+        "run_name": f"{ctx.cfg.name}/{stage.name}",
+    }
+
+
+def row_mean(rows: list[dict], key: str) -> float:
+    """The mean of `key` over metric rows (a row without it counts 0; 0 for no rows)."""
+    return sum(row.get(key, 0.0) for row in rows) / max(1, len(rows))
+
+
+def first_and_last_fifth(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The first and the last fifth of a stage's metric rows (at least one row each, when there
+    are rows): where a stage summary reads how training started and ended."""
+    k = max(1, len(rows) // 5)
+    return rows[:k], rows[-k:]
+
+
+def grpo_summary(stage: StageCfg, prompts: list, rows: list[dict]) -> dict[str, Any]:
+    """The summary a GRPO stage (rl, general_rl) reports from `train_rl`'s metric rows: steps,
+    prompt pool size, mean reward over the first and last fifth, groups dropped for uniform
+    rewards, generation speed."""
+    first, last = first_and_last_fifth(rows)
+    return {
+        "steps": stage.steps,
+        "prompts": len(prompts),
+        "reward_first": row_mean(first, "reward_mean"),
+        "reward_last": row_mean(last, "reward_mean"),
+        "dropped_uniform": sum(row["dropped_uniform"] for row in rows),
+        "tokens_per_s": row_mean(rows, "tokens_per_s"),
+    }

@@ -14,28 +14,27 @@ Math and chat prompts are one user turn.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from arcforge.config import (
-    EngineCfg,
-    LossCfg,
-    OptimCfg,
-    SourceCfg,
-    StageCfg,
-    Strict,
-    no_reference_kl,
-)
+from arcforge.config import RolloutISStageCfg, SourceCfg, Strict
 from arcforge.data.sources import Record
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import load_model, save_checkpoint
 from arcforge.rollout.agent import AgentConfig, first_prompt_ids
-from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.stages.common import (
+    RunContext,
+    first_and_last_fifth,
+    model_for_stage,
+    rollout_engine,
+    row_mean,
+    trainer_options,
+)
 from arcforge.stages.rl import load_prompt_records
 from arcforge.train.distill import Teacher, train_distill
-from arcforge.train.rl import RLPrompt, prompt_from_record, stop_token_ids
+from arcforge.train.rl import RLPrompt, prompt_from_record
 
 
 class TeacherCfg(Strict):
@@ -46,27 +45,18 @@ class TeacherCfg(Strict):
     ratio: float = Field(1.0, gt=0)
 
 
-class DistillStageCfg(LossCfg, StageCfg):
+class DistillStageCfg(RolloutISStageCfg):
     """On-policy distillation from earlier stage checkpoints (group size 1); the loss fields
-    are `LossCfg`'s (the IS trust region [1 - clip_low, 1 + clip_high])."""
+    are `LossCfg`'s (the IS trust region [1 - clip_low, 1 + clip_high]); `engine` is the
+    student's rollout engine."""
 
+    trainer: ClassVar[str] = "distillation"
     kind: Literal["distill"]
     teachers: list[TeacherCfg] = Field(min_length=1)
     steps: int = Field(100, gt=0)
     prompts_per_step: int = Field(32, gt=0)
-    temperature: float = Field(1.0, gt=0)
-    max_new_tokens: int = Field(96, gt=0)
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
-    # against the rollout logprobs: this trainer recomputes no old-policy logprobs
-    loss: Literal["double_sided_is"] = "double_sided_is"
     icepop_beta: float | None = Field(None, gt=1)  # not read by double_sided_is
-    engine: EngineCfg = EngineCfg()  # the student's rollout engine
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
     thinking: bool = True
-
-    @model_validator(mode="after")
-    def _no_kl(self) -> DistillStageCfg:
-        return no_reference_kl(self, "distillation")
 
 
 def teacher_dir(ctx: RunContext, ref: str) -> Path:
@@ -121,24 +111,14 @@ def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dic
     pad = tok.pad_token_id or 0
     batch = max(64, stage.prompts_per_step)
     with rollout_engine(stage.engine, student, pad, stage.engine_precision, batch) as engine:
-        rows = train_distill(
-            student,
-            engine,
-            teachers,
-            stage,
-            out,
-            pad_id=pad,
-            stop_ids=stop_token_ids(tok),
-            desc=f"distill {stage.name}",
-            logging=ctx.cfg.logging,
-            run_name=f"{ctx.cfg.name}/{stage.name}",
-        )
+        options = trainer_options(ctx, stage, "distill")
+        rows = train_distill(student, engine, teachers, stage, out, **options)
     save_checkpoint(student, tok, out / "checkpoint", extra={"stage": stage.name})
-    k = max(1, len(rows) // 5)
+    first, last = first_and_last_fifth(rows)
     return {
         "steps": stage.steps,
         "teachers": [t.checkpoint for t in stage.teachers],
-        "kl_first": sum(r["kl_to_teacher"] for r in rows[:k]) / k,
-        "kl_last": sum(r["kl_to_teacher"] for r in rows[-k:]) / k,
-        "tokens_per_s": sum(r["tokens_per_s"] for r in rows) / max(1, len(rows)),
+        "kl_first": row_mean(first, "kl_to_teacher"),
+        "kl_last": row_mean(last, "kl_to_teacher"),
+        "tokens_per_s": row_mean(rows, "tokens_per_s"),
     }

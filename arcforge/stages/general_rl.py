@@ -23,7 +23,13 @@ from arcforge.model.checkpoint import save_checkpoint
 from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rewards.hybrid import HybridCfg, HybridReward
 from arcforge.rewards.orm import RewardModel
-from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
+from arcforge.stages.common import (
+    RunContext,
+    grpo_summary,
+    model_for_stage,
+    rollout_engine,
+    trainer_options,
+)
 from arcforge.stages.rl import RLStageCfg, load_prompt_records
 from arcforge.train.general_rl import (
     AnchorEngine,
@@ -39,7 +45,7 @@ from arcforge.train.reward_model import (
     pairs_from_records,
     train_reward_model,
 )
-from arcforge.train.rl import prompt_from_record, stop_token_ids, train_rl
+from arcforge.train.rl import prompt_from_record, train_rl
 
 
 class OrmCfg(Strict):
@@ -172,36 +178,19 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
             engine = AnchorEngine(sampler, model, replies)
         log = out / "reward.jsonl"
         trim_reward_log(out)
-        rows = train_rl(
-            model,
-            engine,
-            prompts,
-            hybrid_scorer(tok, hybrid, log, tools),
-            stage,
-            out,
-            pad_id=pad,
-            stop_ids=stop_token_ids(tok),
-            desc=f"general_rl {stage.name}",
-            logging=ctx.cfg.logging,
-            run_name=f"{ctx.cfg.name}/{stage.name}",
-        )
+        scorer = hybrid_scorer(tok, hybrid, log, tools)
+        options = trainer_options(ctx, stage, "general_rl")
+        rows = train_rl(model, engine, prompts, scorer, stage, out, **options)
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
-    k = max(1, len(rows) // 5)
-    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
     counts = _sum_log(log)
     return {
-        "steps": stage.steps,
-        "prompts": len(prompts),
+        **grpo_summary(stage, prompts, rows),
         "anchor_prompts": n_anchor,
         "anchors_injected": getattr(engine, "injected", 0),
-        "reward_first": mean(rows[:k], "reward_mean"),
-        "reward_last": mean(rows[-k:], "reward_mean"),
         "gated_frac": counts["gated"] / max(1, counts["scored"]),
         "disagreements": counts["disagree"],
         "grm_failed": counts["grm_failed"],
         "orm_heldout_accuracy": (orm.meta.get("training") or {}).get("heldout_accuracy")
         if orm is not None
         else None,
-        "dropped_uniform": sum(r["dropped_uniform"] for r in rows),
-        "tokens_per_s": mean(rows, "tokens_per_s"),
     }

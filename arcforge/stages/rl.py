@@ -5,6 +5,8 @@ checkpoint.
 Sources are the usual specs (`world:reasoning`, `jsonl:...`) plus `reasoning_gym:<name>`;
 records from several sources are mixed by weight. Prompts are rendered with the chat template
 (one user turn, thinking on), replies are scored by `arcforge.rewards.registry` by task kind.
+`routing_replay` (an MoE policy, `engine.kind: local`) replays each completion's rollout routing
+in the policy's training forwards (arcforge.train.rl).
 """
 
 from __future__ import annotations
@@ -12,18 +14,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from arcforge.config import EngineCfg, LossCfg, OptimCfg, SourceCfg, StageCfg
+from arcforge.config import OnPolicyStageCfg, SourceCfg
 from arcforge.data.reasoning_gym import is_reasoning_gym, load_reasoning_gym
 from arcforge.data.sources import Record, load_records, mix
-from arcforge.errors import UserError
+from arcforge.errors import ConfigError, UserError
 from arcforge.model.checkpoint import save_checkpoint
-from arcforge.stages.common import RunContext, model_for_stage, rollout_engine
-from arcforge.train.rl import prompt_from_record, stop_token_ids, text_scorer, train_rl
+from arcforge.stages.common import (
+    RunContext,
+    grpo_summary,
+    model_for_stage,
+    rollout_engine,
+    row_mean,
+    trainer_options,
+)
+from arcforge.train.rl import prompt_from_record, text_scorer, train_rl
 
 
-class RLStageCfg(LossCfg, StageCfg):
+class RLStageCfg(OnPolicyStageCfg):
     """Reasoning RL on verifiable rewards (GRPO + IcePop); the loss fields are `LossCfg`'s."""
 
     kind: Literal["rl"]
@@ -33,18 +42,26 @@ class RLStageCfg(LossCfg, StageCfg):
     group_size: int = Field(8, ge=2)
     temperature: float = Field(0.7, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(96, gt=0)
-    optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
     baseline: Literal["mean", "leave_one_out"] = "mean"
     std_normalize: bool = False
-    engine: EngineCfg = EngineCfg()  # the rollout engine (arcforge.rollout.engine.make_engine)
-    engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
     max_refill_tries: int = Field(2, ge=0)
     thinking: bool = True  # render prompts with the thinking switch on
     # difficulty filter: keep tasks whose `difficulty` lies in [lo, hi] (tasks without one are
     # kept). RL only learns where the policy is partly right (a group of all-0 rewards has no
     # advantage), so the pool is cut to the band the starting checkpoint can partly solve.
     difficulty: tuple[float, float] | None = None
+    # force each completion's rollout experts (MoE routers) in the policy's training forwards;
+    # the LocalEngine records them, so it needs engine.kind local and a model with routers
+    routing_replay: bool = False
+
+    @model_validator(mode="after")
+    def _replay_needs_local_engine(self) -> RLStageCfg:
+        if self.routing_replay and self.engine.kind != "local":
+            raise ValueError(
+                f"routing_replay records the experts of the LocalEngine's own forwards; "
+                f"engine.kind {self.engine.kind} does not return them: use engine.kind local"
+            )
+        return self
 
 
 def in_band(record: Record, band: tuple[float, float] | None) -> bool:
@@ -78,34 +95,27 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
     model = model_for_stage(ctx, stage)
+    if stage.routing_replay:
+        from arcforge.model.moe import routers
+
+        if not routers(model):
+            raise ConfigError(
+                f"stage {stage.name!r}: routing_replay needs a model with MoE routers (a glm5-* "
+                f"preset); {model.config.model_type} has none"
+            )
     records = load_prompt_records(stage.sources, stage.seed, stage.name, stage.difficulty)
     prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
     pad = tok.pad_token_id or 0
     batch = max(64, stage.prompts_per_step * stage.group_size)
-    with rollout_engine(stage.engine, model, pad, stage.engine_precision, batch) as engine:
-        rows = train_rl(
-            model,
-            engine,
-            prompts,
-            text_scorer(tok),
-            stage,
-            out,
-            pad_id=pad,
-            stop_ids=stop_token_ids(tok),
-            desc=f"rl {stage.name}",
-            logging=ctx.cfg.logging,
-            run_name=f"{ctx.cfg.name}/{stage.name}",
-        )
+    engine_cm = rollout_engine(
+        stage.engine, model, pad, stage.engine_precision, batch, stage.routing_replay
+    )
+    with engine_cm as engine:
+        options = trainer_options(ctx, stage, "rl")
+        rows = train_rl(model, engine, prompts, text_scorer(tok), stage, out, **options)
     save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
-    k = max(1, len(rows) // 5)
-    mean = lambda xs, key: sum(r.get(key, 0.0) for r in xs) / max(1, len(xs))  # noqa: E731
     return {
-        "steps": stage.steps,
-        "prompts": len(prompts),
-        "reward_first": mean(rows[:k], "reward_mean"),
-        "reward_last": mean(rows[-k:], "reward_mean"),
-        "dropped_uniform": sum(r["dropped_uniform"] for r in rows),
+        **grpo_summary(stage, prompts, rows),
         "dropped_overlong": sum(r["dropped_overlong"] for r in rows),
-        "popped_frac": mean(rows, "popped_frac"),
-        "tokens_per_s": mean(rows, "tokens_per_s"),
+        "popped_frac": row_mean(rows, "popped_frac"),
     }

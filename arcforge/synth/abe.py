@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arcforge.errors import UserError
-from arcforge.synth.asking import ask_json
+from arcforge.llm import ask_json
 from arcforge.synth.wkg import LITERAL_RELATIONS, SUBJECT_TYPE, WebGraph
 from arcforge.types import Task, Tool, Validation
 from arcforge.world.questions import QUESTION

@@ -11,7 +11,6 @@ all batches are summed per step (in, out, dropped by reason, resumed, seconds).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 
 from arcforge.errors import UserError
 from arcforge.llm import LLMError
-from arcforge.synth.pipeline import Drop, Pipeline, Record, Step
+from arcforge.synth.pipeline import Drop, Pipeline, Record, Step, journal_entries
 
 
 def run_batches(
@@ -65,15 +64,8 @@ def run_batches(
 
 def step_outputs(out_dir: Path, step: str) -> list[dict[str, Any]]:
     """The `data` of every output a step's journal holds (for counts the last step lost)."""
-    path = Path(out_dir) / f"{step}.jsonl"
-    out = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        out += [o.get("data", {}) for o in entry.get("outputs", [])]
-    return out
+    entries = journal_entries(Path(out_dir) / f"{step}.jsonl")
+    return [o.get("data", {}) for entry in entries for o in entry.get("outputs", [])]
 
 
 class LLMGuard:

@@ -27,6 +27,7 @@ from typing import Any
 from arcforge.envs.importers import import_task_dir, swebench_task
 from arcforge.errors import UserError
 from arcforge.synth.detect import detect_exploits
+from arcforge.synth.pipeline import parse_jsonl
 from arcforge.types import Message, Task, Tool, Trajectory
 
 
@@ -84,14 +85,7 @@ def export_sft(
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
     """Trajectory JSONL (Trajectory.to_dict per line); UserError names a bad line."""
-    out = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(Trajectory.from_dict(json.loads(line)))
-            except (ValueError, TypeError, KeyError) as err:
-                raise UserError(f"{path}:{n}: not a trajectory ({err})") from None
-    return out
+    return parse_jsonl(path, Trajectory.from_dict, "not a trajectory")
 
 
 def load_tasks(source: str | Path) -> list[Task]:

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from arcforge.synth.asking import ask_json
+from arcforge.llm import ask_json
 from arcforge.synth.batches import LLMGuard, run_batches
 from arcforge.synth.gem import (
     GemItem,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.errors import UserError
+from arcforge.synth.pipeline import parse_jsonl
 
 
 def make_client(url: str | None, model: str, key_env: str | None = "OPENAI_API_KEY") -> Any:
@@ -28,21 +29,17 @@ def make_client(url: str | None, model: str, key_env: str | None = "OPENAI_API_K
     return LLMClient(url, model, api_key_env=key_env)
 
 
+def _json_object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"got {type(value).__name__}")
+    return value
+
+
 def read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file of `what` (pages, texts, ...), one per non-blank line."""
     if not path.is_file():
         raise UserError(f"{what} file not found: {path}")
-    out = []
-    for i, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{i + 1}: invalid JSON ({err.msg})") from None
-        if not isinstance(d, dict):
-            raise UserError(f"{path}:{i + 1}: expected a JSON object")
-        out.append(d)
-    return out
+    return parse_jsonl(path, _json_object, "not a JSON object")
 
 
 def load_pages(path: Path) -> list[Any]:

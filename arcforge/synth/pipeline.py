@@ -34,10 +34,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from arcforge.errors import UserError
 from arcforge.progress import progress
+
+Parsed = TypeVar("Parsed")
 
 
 @dataclass
@@ -123,18 +125,26 @@ class StepSummary:
         }
 
 
-def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
-    """input id -> journal entry; a torn or corrupt line (an interrupted write) is skipped."""
-    entries: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return entries
-    for line in path.read_text().splitlines():
+def journal_entries(path: Path) -> list[dict[str, Any]]:
+    """The entries of a step journal in order (none when there is no journal yet); a torn or
+    corrupt line (an interrupted write) is skipped."""
+    entries = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
         try:
-            e = json.loads(line)
+            entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(e, dict) and "input" in e:
-            entries.setdefault(str(e["input"]), e)
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
+    """input id -> journal entry (the first one of an id)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for entry in journal_entries(path):
+        if "input" in entry:
+            entries.setdefault(str(entry["input"]), entry)
     return entries
 
 
@@ -282,16 +292,23 @@ class Pipeline:
         return path
 
 
-def read_records(path: str | Path) -> list[Record]:
-    """Records from a JSONL file of {"id", "data", "provenance"} lines."""
+def parse_jsonl(path: str | Path, parse: Callable[[Any], Parsed], what: str) -> list[Parsed]:
+    """`parse` of the JSON value of each non-blank line of a JSONL file. A line that is not
+    JSON, or whose value `parse` refuses (ValueError, TypeError, KeyError), is a UserError
+    naming the file, the line number and `what` the line is not (e.g. "not a record line")."""
     out = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if line.strip():
             try:
-                out.append(Record.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise UserError(f"{path}:{n}: not a record line ({err})") from None
+                out.append(parse(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as err:
+                raise UserError(f"{path}:{n}: {what} ({err})") from None
     return out
+
+
+def read_records(path: str | Path) -> list[Record]:
+    """Records from a JSONL file of {"id", "data", "provenance"} lines."""
+    return parse_jsonl(path, Record.from_dict, "not a record line")
 
 
 def write_records(records: Iterable[Record], path: str | Path) -> Path:

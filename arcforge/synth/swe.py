@@ -30,7 +30,6 @@ Both run as synth pipelines (resumable, parallel, counted in summary.json).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import shutil
 import tempfile
@@ -46,11 +45,10 @@ from arcforge.envs.swe_venv import (
     env_summary,
     needs_install,
 )
-from arcforge.errors import UserError
 from arcforge.llm import LLMClient, LLMError
 from arcforge.synth import swe_git as G
 from arcforge.synth import swe_meta as M
-from arcforge.synth.pipeline import Drop, Pipeline, Record, Step
+from arcforge.synth.pipeline import Drop, Pipeline, Record, Step, parse_jsonl
 from arcforge.synth.swe_bugs import apply_mutation, find_mutations, pick_mutations
 from arcforge.synth.swe_meta import clear_outputs, write_drops, write_instances
 from arcforge.synth.swe_validate import classify, collect, failure_lines, run_state
@@ -136,19 +134,19 @@ def commit_seeds(repo: Path, cfg: SWESynthConfig) -> list[Record]:
     return out
 
 
+def _swe_bench_record(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"got {type(value).__name__}")
+    missing = [k for k in ("instance_id", "base_commit", "patch", "test_patch") if k not in value]
+    if missing:
+        raise ValueError(f"lacks {', '.join(missing)}")
+    return value
+
+
 def record_seeds(jsonl: Path, repo: Path) -> list[Record]:
     """SWE-bench style records (base_commit, patch, test_patch, ...) against `repo`."""
     out = []
-    for n, line in enumerate(jsonl.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{jsonl}:{n}: not JSON ({err.msg})") from None
-        missing = [k for k in ("instance_id", "base_commit", "patch", "test_patch") if k not in rec]
-        if missing:
-            raise UserError(f"{jsonl}:{n}: SWE-bench record lacks {', '.join(missing)}")
+    for rec in parse_jsonl(jsonl, _swe_bench_record, "not a SWE-bench record"):
         data = {
             **rec,
             "repo": rec.get("repo") or M.repo_slug(repo),

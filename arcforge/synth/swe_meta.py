@@ -28,7 +28,7 @@ from typing import Any
 from arcforge.envs.swe_repo_env import END, START
 from arcforge.envs.swe_venv import InstallSpec
 from arcforge.synth import swe_git as G
-from arcforge.synth.pipeline import Record
+from arcforge.synth.pipeline import Record, journal_entries
 
 _REMOTE = re.compile(
     r"(?:github\.com|gitlab\.com|bitbucket\.org)[:/]+([\w.-]+)/([\w.-]+?)(?:\.git)?/*$"
@@ -228,15 +228,11 @@ def write_drops(out_dir: Path) -> Path:
     """drops.jsonl: every dropped candidate with its reason and the output that explains it
     (pip's for a failed install, pytest's for no collection or no FAIL_TO_PASS)."""
     path = out_dir / "drops.jsonl"
-    journal = out_dir / "validate.jsonl"
-    lines = []
-    for ln in journal.read_text().splitlines() if journal.is_file() else []:
-        try:
-            e = json.loads(ln)
-        except json.JSONDecodeError:
-            continue
-        if e.get("dropped"):
-            lines.append({"id": e["input"], "reason": e["dropped"], "output": e.get("detail", "")})
+    lines = [
+        {"id": e["input"], "reason": e["dropped"], "output": e.get("detail", "")}
+        for e in journal_entries(out_dir / "validate.jsonl")
+        if e.get("dropped")
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 

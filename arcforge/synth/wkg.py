@@ -218,7 +218,7 @@ def extract_llm(
     Returns:
         Facts tagged extractor="llm".
     """
-    from arcforge.synth.asking import ask_json
+    from arcforge.llm import ask_json
 
     counts = counts if counts is not None else Counter()
     system = LLM_SYSTEM.replace("{relations}", ", ".join(RELATIONS))

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 import torch
 
 from arcforge.config import OptimCfg
-from arcforge.metrics import LoggingCfg, MetricSink
+from arcforge.metrics import LoggingCfg
 from arcforge.progress import progress
 from arcforge.rl.losses import opd_advantages
 from arcforge.rollout.engine import Engine, SamplingParams
-from arcforge.train.loop import build_optimizer, lr_at
-from arcforge.train.resume import TrainerState
+from arcforge.train.on_policy import open_policy_run, optimizer_step
 from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
 from arcforge.train.rollout_batch import (
     TokenBatch,
@@ -121,14 +121,8 @@ def train_distill(
         t.model.eval().requires_grad_(False)
     streams = [PromptStream(t.prompts, cfg.seed + 7919 * i) for i, t in enumerate(teachers)]
     quotas = split_by_ratio([t.ratio for t in teachers], cfg.prompts_per_step)
-    opt = build_optimizer(student, cfg.optim)
-    state = TrainerState(out_dir, student, opt)
+    opt, state, sink = open_policy_run(student, engine, cfg.optim, out_dir, logging, run_name)
     start, cursors = state.step, state.info.get("cursors", [0] * len(teachers))
-    if state.resumed:
-        engine.load_weights(student.state_dict(), state.info["engine_version"])
-    sink = MetricSink(
-        logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
-    )
     rows: list[dict] = []
     student.train()
     with sink, progress(cfg.steps, desc, start=start) as bar:
@@ -155,14 +149,8 @@ def train_distill(
             )
             batch.logp_ref = teacher_logprobs(teachers, owner, batch, cfg.micro_batch)  # (B, T)
             batch.advantages = opd_advantages(batch.logp_ref, batch.logp_infer) * batch.mask
-            for g in opt.param_groups:
-                g["lr"] = lr_at(step, cfg.steps, cfg.optim)
-            opt.zero_grad(set_to_none=True)
-            stats = policy_backward(student, batch, cfg)
-            stats["grad_norm"] = float(
-                torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.optim.grad_clip)
-            )
-            opt.step()
+            backward = partial(policy_backward, student, batch, cfg)
+            stats = optimizer_step(student, opt, cfg, step, backward)
             engine.load_weights(student.state_dict(), engine.version + 1)
             # per-row reverse KL estimate Σ_t (log π_s − log π_t), averaged per teacher
             kl_row = (-batch.advantages).sum(1) / batch.mask.sum(1).clamp(min=1)  # (B,)

@@ -50,6 +50,7 @@ from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import apply_rotary_po
 from arcforge.config import OptimCfg, Strict
 from arcforge.device import model_device, to_device
 from arcforge.errors import UserError
+from arcforge.metrics import Closing
 from arcforge.model.dsa import indexers
 from arcforge.train.optim import build_optimizer
 
@@ -109,7 +110,7 @@ def indexer_kl(target: torch.Tensor, scores: torch.Tensor, keep: torch.Tensor) -
     return kl[keep.any(-1)].mean()
 
 
-class IndexerKL:
+class IndexerKL(Closing):
     """Forward hooks that record each DSA layer's indexer KL (with grad to the indexer only).
 
     Use as a context manager around forwards; `pop()` returns the losses recorded since the last
@@ -144,12 +145,6 @@ class IndexerKL:
     def close(self) -> None:
         for h in self._handles:
             h.remove()
-
-    def __enter__(self) -> IndexerKL:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @contextmanager

@@ -266,6 +266,18 @@ def _set_rng_state(blob: dict[str, Any]) -> None:
     np.random.set_state(blob["numpy_rng"])
 
 
+def swap_into_place(tmp: Path, state_dir: Path) -> None:
+    """Move the finished `tmp` directory to `state_dir`: an existing state is renamed to
+    `<state_dir>.old` first (what `arcforge.train.loop.find_state` falls back to when the
+    process dies between the two renames) and removed once `tmp` is in place."""
+    old = state_dir.with_name(state_dir.name + ".old")
+    if state_dir.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(state_dir, old)
+    os.replace(tmp, state_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def save_sharded_state(
     state_dir: Path,
     model: torch.nn.Module,
@@ -289,12 +301,7 @@ def save_sharded_state(
     if ranks.main:
         meta = {"step": step, "backend": "fsdp2", "world_size": ranks.world, **(extra or {})}
         (tmp / "trainer.json").write_text(json.dumps(meta))
-        old = state_dir.with_name(state_dir.name + ".old")
-        if state_dir.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(state_dir, old)
-        os.replace(tmp, state_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(tmp, state_dir)
     dist.barrier()
 
 

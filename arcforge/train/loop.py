@@ -17,16 +17,18 @@ with the loss weighted to the global token mean, checkpoints are sharded (DCP), 
 logs and draws progress.
 
 Metrics go through `arcforge.metrics.MetricSink` (metrics.jsonl always, plus the sinks the run's
-`logging:` names). With `optim.moe_bias_gamma` > 0 on a model with MoE routers, an
-`AuxFreeBalancer` moves each router's expert bias after every optimizer step, and the logged rows
-carry the expert-load statistics of the step.
+`logging:` names). On a model with MoE routers every logged row carries the expert-load
+statistics of its step (`arcforge.model.moe.load_stats`: `moe_imbalance_max`/`_mean`/`_l<i>`,
+`moe_idle_experts`), counted over the step's training forwards only (held-out losses run in eval
+mode and are not counted; with FSDP2, rank 0's share of the rows). With `optim.moe_bias_gamma` >
+0 an `AuxFreeBalancer` also moves each router's expert bias after every optimizer step, from
+the same counts.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -43,7 +45,7 @@ from arcforge.config import OptimCfg
 from arcforge.device import model_device, to_device
 from arcforge.errors import ConfigError
 from arcforge.metrics import LoggingCfg, MetricSink
-from arcforge.model.moe import AuxFreeBalancer, routers
+from arcforge.model.moe import AuxFreeBalancer, ExpertLoad, routers
 from arcforge.progress import progress
 from arcforge.train.fsdp import (
     TrainerCfg,
@@ -54,6 +56,7 @@ from arcforge.train.fsdp import (
     save_sharded_state,
     shard_for_training,
     shard_rows,
+    swap_into_place,
 )
 from arcforge.train.optim import Optimizer, build_optimizer
 
@@ -130,12 +133,7 @@ def save_state(
         tmp / "trainer.pt",
     )
     (tmp / "trainer.json").write_text(json.dumps({"step": step, **(extra or {})}))
-    old = state_dir.with_name(state_dir.name + ".old")
-    if state_dir.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(state_dir, old)
-    os.replace(tmp, state_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    swap_into_place(tmp, state_dir)
 
 
 def load_state(state_dir: Path, model: torch.nn.Module, opt: Optimizer) -> dict:
@@ -237,17 +235,19 @@ def _locate(phases: list[Phase], step: int) -> tuple[int, int]:
     return len(phases) - 1, phases[-1].steps
 
 
-def _balancer(model: torch.nn.Module, optim: OptimCfg, sharded: bool) -> AuxFreeBalancer | None:
-    """The aux-loss-free MoE balancer `optim.moe_bias_gamma` asks for (None when off or the
-    model has no router)."""
-    if not optim.moe_bias_gamma or not routers(model):
+def _balancer(
+    model: torch.nn.Module, load: ExpertLoad | None, optim: OptimCfg, sharded: bool
+) -> AuxFreeBalancer | None:
+    """The aux-loss-free MoE balancer `optim.moe_bias_gamma` asks for, over the loop's expert
+    counts `load` (None when off or the model has no router)."""
+    if not optim.moe_bias_gamma or load is None:
         return None
     if sharded:
         raise ConfigError(
             "optim.moe_bias_gamma: the aux-loss-free balancer counts one process's tokens, so "
             "FSDP2 ranks would move their router biases apart; set it to 0 with trainer fsdp2"
         )
-    return AuxFreeBalancer(model, optim.moe_bias_gamma)
+    return AuxFreeBalancer(model, optim.moe_bias_gamma, load=load)
 
 
 def train_loop(
@@ -297,7 +297,8 @@ def train_loop(
         resume_step=start if state else None,
         enabled=main,
     )
-    balancer = _balancer(model, optim, ranks is not None)
+    load = ExpertLoad(model, train_only=True) if routers(model) else None
+    balancer = _balancer(model, load, optim, ranks is not None)
     moe_stats: dict[str, float] = {}
     phase_idx, _ = _locate(phases, start)
     if phases[phase_idx].on_enter:
@@ -333,6 +334,8 @@ def train_loop(
             opt.step()
             if balancer is not None:
                 moe_stats = balancer.step()
+            elif load is not None:
+                moe_stats = load.pop()
             tokens += n_tok
             loss_ema = lv if math.isnan(loss_ema) else 0.9 * loss_ema + 0.1 * lv
             done = step + 1
@@ -357,8 +360,8 @@ def train_loop(
             bar.update(done, loss=loss_ema)
             if stop:
                 break
-    if balancer is not None:
-        balancer.close()
+    if load is not None:
+        load.close()
     model.eval()
     return LoopResult(
         steps=total,

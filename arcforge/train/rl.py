@@ -17,6 +17,12 @@ One step of `train_rl`:
     log/save  metrics.jsonl (and the run's other metric sinks); resumable state (weights,
               optimizer, step, prompt cursor, RNG, engine version) through arcforge.train.resume
 
+Routing replay (`routing_replay`, an MoE policy with the LocalEngine recording routing): each
+completion carries the experts every router picked while it was generated, and the policy's
+forwards in `policy_backward` (logp_old and the loss's) are run with those experts forced
+(arcforge.model.moe.replay_routing): the importance ratio then compares the same experts at
+rollout and in training, and the gate weights still come from the trainer's router.
+
 Prompts come from a `PromptStream`: a seeded permutation per epoch indexed by a cursor, so a
 resumed run continues with exactly the prompts it had not used. Sampling seeds are a function
 of (seed, step, try): a resumed step samples what the uninterrupted run would have.
@@ -30,7 +36,9 @@ import copy
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -41,14 +49,14 @@ from arcforge.chat.tokens import END, EOS
 from arcforge.config import LossCfg, OptimCfg
 from arcforge.data.sources import Record
 from arcforge.device import model_device, to_device
-from arcforge.metrics import LoggingCfg, MetricSink
+from arcforge.metrics import LoggingCfg
+from arcforge.model.moe import RoutingRecord, replay_routing, routers
 from arcforge.progress import progress
 from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rl.losses import POLICY_LOSSES, kl_penalty
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
-from arcforge.train.loop import build_optimizer, lr_at
-from arcforge.train.resume import TrainerState
+from arcforge.train.on_policy import open_policy_run, optimizer_step
 from arcforge.train.rollout_batch import (
     TokenBatch,
     pad_trajectories,
@@ -62,7 +70,8 @@ from arcforge.types import Message, Reward, Task, Tool, Validation
 class GRPOSettings(Protocol):
     """What `train_rl` reads of its config (the rl and general_rl stages', arcforge.stages.rl
     and arcforge.stages.general_rl), besides the `LossCfg` fields `policy_backward` reads
-    (the stage configs are LossCfg models)."""
+    (the stage configs are LossCfg models). An optional `routing_replay` (the rl stage's; read
+    with getattr, False when absent) replays each completion's recorded MoE routing."""
 
     seed: int
     steps: int
@@ -155,6 +164,8 @@ class Rollouts:
     counts: dict[str, int] = field(default_factory=dict)
     gen_tokens: int = 0
     cursor: int = 0
+    # with routing replay: each batch row's recorded routing (`Completion.routing`)
+    routing: list[list[torch.Tensor]] | None = None
 
 
 def sampling_seed(seed: int, step: int, attempt: int) -> int:
@@ -175,6 +186,8 @@ def collect_rollouts(
     """Sample, score, drop uniform groups (refilling them) and mask overlong completions."""
     G, need = cfg.group_size, cfg.prompts_per_step
     trajs, kept_r, all_r, gen_tokens = [], [], [], 0
+    replay = getattr(cfg, "routing_replay", False)
+    routing: list[list[torch.Tensor]] = []
     counts = {"groups_sampled": 0, "dropped_uniform": 0, "dropped_overlong": 0, "refills": 0}
     for attempt in range(cfg.max_refill_tries + 1):
         if attempt:
@@ -200,11 +213,13 @@ def collect_rollouts(
         for gi in keep.nonzero().flatten().tolist():
             for c in comps[gi * G : (gi + 1) * G]:
                 trajs.append(trajectory_from_completion(prompts[gi].ids, c, engine.version))
+                if replay:
+                    routing.append(_recorded_routing(c))
             kept_r += rewards[gi * G : (gi + 1) * G]
         need = cfg.prompts_per_step - len(kept_r) // G
         if need == 0:
             break
-    out = Rollouts(None, all_r, counts, gen_tokens, cursor)
+    out = Rollouts(None, all_r, counts, gen_tokens, cursor, routing if replay else None)
     if not trajs:
         return out
     batch = pad_trajectories(trajs, pad_id)
@@ -214,6 +229,42 @@ def collect_rollouts(
     counts["dropped_overlong"] = int(overlong.sum())
     out.batch = batch
     return out
+
+
+def _recorded_routing(completion: Completion) -> list[torch.Tensor]:
+    if completion.routing is None:
+        raise ValueError(
+            "routing_replay: the engine returned a completion without its routing (it needs "
+            "a LocalEngine built with record_routing, engine.kind local)"
+        )
+    return completion.routing
+
+
+def replay_record(
+    routing: list[list[torch.Tensor]], seq_len: int, micro_batch: int = 0
+) -> RoutingRecord:
+    """The `RoutingRecord` that replays `routing` (each row's per-router experts, as
+    `Completion.routing`) in forwards over `micro_batch` rows at a time (0: one forward) of a
+    right-padded batch `seq_len` columns wide; a row's routing past `seq_len` is cut (its
+    tokens there are outside the forward)."""
+    step = micro_batch or len(routing)
+    calls = []
+    for i in range(0, len(routing), step):
+        rows = [[experts[:seq_len] for experts in row] for row in routing[i : i + step]]
+        calls.append(RoutingRecord.from_sequences(rows, seq_len).experts)
+    return RoutingRecord([[call[r][0] for call in calls] for r in range(len(routing[0]))])
+
+
+def _replaying(
+    model: torch.nn.Module,
+    routing: list[list[torch.Tensor]] | None,
+    seq_len: int,
+    micro_batch: int = 0,
+):
+    """`replay_routing` of the rows' recorded routing (a no-op context without routing)."""
+    if routing is None:
+        return nullcontext()
+    return replay_routing(model, replay_record(routing, seq_len, micro_batch))
 
 
 # Each policy loss by name, called on one micro-batch (logp has grad, the rest are tensors).
@@ -242,6 +293,7 @@ def policy_backward(
     ref_model: torch.nn.Module | None = None,
     *,
     temperature: float = 1.0,
+    routing: list[list[torch.Tensor]] | None = None,
 ) -> dict[str, float]:
     """Recompute logp_old (and the reference), then accumulate the token-mean loss's gradient
     over micro-batches; returns token-weighted loss stats. With `cfg.loss_agg == "seq_mean"`
@@ -253,6 +305,8 @@ def policy_backward(
         temperature: the logits are divided by it, as the engine did for the rollout logprobs
             (tempered logprobs, agentic RL; 1: raw); a batch with a `temperature` column
             (pools sampled at their own) is scored at each row's instead.
+        routing: each row's recorded MoE routing (`Completion.routing`, routing replay): the
+            policy's forwards (logp_old and the loss's) replay it; the reference's do not.
     """
 
     def temp(b: TokenBatch) -> float | torch.Tensor:  # what `b`'s logits are divided by
@@ -270,10 +324,15 @@ def policy_backward(
             return {"loss": 0.0}
         if len(keep) < len(batch):
             batch = batch.rows(keep, trim=False)
+            routing = None if routing is None else [routing[i] for i in keep.tolist()]
+    if routing is not None and len(routing) != len(batch):
+        raise ValueError(f"routing replay: {len(routing)} recorded rows for {len(batch)} rows")
     kept = max(1e-9, batch.mask.sum().item())  # the token stats are means over the kept rows
     with torch.no_grad():
         if cfg.loss == "grpo_icepop":  # the other losses compare against the rollout only
-            batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch, temp(batch))
+            width = batch.input_ids.shape[1]
+            with _replaying(model, routing, width, cfg.micro_batch):
+                batch.logp_old = sequence_logprobs(model, batch, cfg.micro_batch, temp(batch))
         if ref_model is not None:
             batch.logp_ref = sequence_logprobs(ref_model, batch, cfg.micro_batch, temp(batch))
     dev = model_device(model)  # the batch stays on the CPU; each micro-batch goes to the model
@@ -282,7 +341,9 @@ def policy_backward(
         mb = to_device(batch.rows(slice(i, i + cfg.micro_batch)), dev)
         if mb.n_tokens == 0:
             continue
-        logp = sequence_logprobs(model, mb, temperature=temp(mb))  # (b, t) with grad
+        rows = None if routing is None else routing[i : i + cfg.micro_batch]
+        with _replaying(model, rows, mb.input_ids.shape[1]):
+            logp = sequence_logprobs(model, mb, temperature=temp(mb))  # (b, t) with grad
         loss, st = LOSS_CALLS[cfg.loss](logp, mb, cfg)
         if ref_model is not None and cfg.kl_coef > 0:
             kl = kl_penalty(logp, mb.logp_ref, mb.mask)
@@ -294,6 +355,20 @@ def policy_backward(
         for k, v in st.items():
             stats[k] = stats.get(k, 0.0) + mb_weight / kept * v
     return stats
+
+
+def _check_replay(model: torch.nn.Module, engine: Engine) -> None:
+    """Raise unless routing replay can run: an MoE policy and an engine recording routing."""
+    if not routers(model):
+        kind = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+        raise ValueError(
+            f"routing_replay needs a policy with MoE routers (a glm5-* preset); {kind} has none"
+        )
+    if not getattr(engine, "records_routing", False):
+        raise ValueError(
+            f"routing_replay needs the LocalEngine recording routing (record_routing=True, "
+            f"engine.kind local); got {type(engine).__name__} without it"
+        )
 
 
 def train_rl(
@@ -324,16 +399,12 @@ def train_rl(
     Returns:
         the metric rows logged by this call.
     """
+    if getattr(cfg, "routing_replay", False):
+        _check_replay(model, engine)
     stream = PromptStream(prompts, cfg.seed)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
-    opt = build_optimizer(model, cfg.optim)
-    state = TrainerState(out_dir, model, opt)
+    opt, state, sink = open_policy_run(model, engine, cfg.optim, out_dir, logging, run_name)
     start, cursor = state.step, state.info.get("cursor", 0)
-    if state.resumed:
-        engine.load_weights(model.state_dict(), state.info["engine_version"])
-    sink = MetricSink(
-        logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
-    )
     rows: list[dict] = []
     model.train()
     with sink, progress(cfg.steps, desc, start=start) as bar:
@@ -343,14 +414,8 @@ def train_rl(
             cursor, t_gen = ro.cursor, time.time() - t0
             stats: dict[str, float] = {}
             if ro.batch is not None and ro.batch.n_tokens > 0:
-                for g in opt.param_groups:
-                    g["lr"] = lr_at(step, cfg.steps, cfg.optim)
-                opt.zero_grad(set_to_none=True)
-                stats = policy_backward(model, ro.batch, cfg, ref)
-                stats["grad_norm"] = float(
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
-                )
-                opt.step()
+                backward = partial(policy_backward, model, ro.batch, cfg, ref, routing=ro.routing)
+                stats = optimizer_step(model, opt, cfg, step, backward)
                 engine.load_weights(model.state_dict(), engine.version + 1)
             done, dt = step + 1, time.time() - t0
             r = torch.tensor(ro.rewards)

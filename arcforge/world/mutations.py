@@ -40,23 +40,31 @@ KINDS = (
     "cross_function",
 )
 
-_BINOP = {
-    ast.Add: ("+", "-"),
-    ast.Sub: ("-", "+"),
-    ast.Mult: ("*", "+"),
-    ast.Div: ("/", "//"),
-    ast.FloorDiv: ("//", "%"),
-    ast.Mod: ("%", "//"),
+# the source symbol of each operator node type the operator mutations rewrite
+_OP_SYMBOL = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.Gt: ">",
+    ast.LtE: "<=",
+    ast.GtE: ">=",
 }
-_CMP_SWAP = {
-    ast.Eq: ("==", "!="),
-    ast.NotEq: ("!=", "=="),
-    ast.Lt: ("<", ">"),
-    ast.Gt: (">", "<"),
-    ast.LtE: ("<=", ">="),
-    ast.GtE: (">=", "<="),
-}
-_BOUNDARY = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">")}
+
+
+def _by_node_type(swaps: dict[str, str]) -> dict[type, tuple[str, str]]:
+    """Operator node type -> (its symbol, the symbol that replaces it), from symbol swaps."""
+    return {op: (sym, swaps[sym]) for op, sym in _OP_SYMBOL.items() if sym in swaps}
+
+
+_BINOP = _by_node_type({"+": "-", "-": "+", "*": "+", "/": "//", "//": "%", "%": "//"})
+_CMP_SWAP = _by_node_type({"==": "!=", "!=": "==", "<": ">", ">": "<", "<=": ">=", ">=": "<="})
+_BOUNDARY = _by_node_type({"<": "<=", "<=": "<", ">": ">=", ">=": ">"})
 _BUILTINS = {"min": "max", "max": "min", "sum": "len", "any": "all", "all": "any"}
 _METHODS = {
     "upper": "lower",

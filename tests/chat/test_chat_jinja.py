@@ -9,7 +9,8 @@ thinking mode and for tool calls and tool results, with OpenAI-shaped messages.
 import json
 
 import pytest
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from tiny_models import micro_llama_config
+from transformers import AutoTokenizer, LlamaForCausalLM
 
 from arcforge.chat import ThinkingConfig, render, render_ids
 from arcforge.chat.jinja import CHAT_TEMPLATE
@@ -52,10 +53,11 @@ def conversation(u1=None, u2=None, a2_train=True, system=True) -> list[Message]:
 
 
 def openai_shape(m: Message) -> dict:
-    """The message as an OpenAI client sends it: JSON-string arguments, reasoning_content."""
-    d: dict = {"role": m.role, "content": m.content}
-    if m.reasoning is not None:
-        d["reasoning_content"] = m.reasoning
+    """The message as an OpenAI client sends it: our dict with `reasoning` sent as
+    reasoning_content and tool calls with ids and JSON-string arguments."""
+    d = m.to_dict()
+    if "reasoning" in d:
+        d["reasoning_content"] = d.pop("reasoning")
     if m.tool_calls:
         d["content"] = m.content or None
         d["tool_calls"] = [
@@ -66,26 +68,13 @@ def openai_shape(m: Message) -> dict:
             }
             for j, c in enumerate(m.tool_calls)
         ]
-    if m.tool_call_id is not None:
-        d["tool_call_id"] = m.tool_call_id
-    if m.thinking is not None:
-        d["thinking"] = m.thinking
-    if not m.train:
-        d["train"] = False
     return d
 
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(tokenizer, tmp_path_factory):
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=32,
-    )
-    out = save_checkpoint(LlamaForCausalLM(cfg), tokenizer, tmp_path_factory.mktemp("ckpt") / "c")
+    model = LlamaForCausalLM(micro_llama_config(len(tokenizer), num_hidden_layers=1))
+    out = save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("ckpt") / "c")
     assert (out / "chat_template.jinja").read_text() == CHAT_TEMPLATE
     assert json.loads((out / "tokenizer_config.json").read_text())["chat_template"] == CHAT_TEMPLATE
     return AutoTokenizer.from_pretrained(str(out))

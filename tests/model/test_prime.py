@@ -127,16 +127,10 @@ def test_plain_token_ids_leave_out_special_tokens(tok):
 def test_lm_stage_phases_mix_copy_rows_deterministically():
     from arcforge.stages.lm import LMStageCfg, build_phases
 
-    stage = LMStageCfg(
-        name="pre",
-        kind="pretrain",
-        sources=[{"source": "world:corpus"}],
-        seq_len=16,
-        tokens_per_batch=128,
-        tokens=128 * 5,
-        copy_warmup_steps=3,
-        copy_rows=0.25,
-    )
+    batches = dict(seq_len=16, tokens_per_batch=128, tokens=128 * 5)  # 5 steps of 8 rows
+    warmup = dict(copy_warmup_steps=3, copy_rows=0.25)
+    source = [{"source": "world:corpus"}]
+    stage = LMStageCfg(name="pre", kind="pretrain", sources=source, **batches, **warmup)
     corpus = list(range(1000, 1000 + 5000))  # ids no copy row draws
     copy_ids = torch.arange(10, 200)
     phases = build_phases(stage, [corpus], [1.0], copy_ids)

@@ -4,16 +4,12 @@ stage with the single-process trainer runs on rank 0 while rank 1 waits, then an
 checkpoint; rank 0 alone writes the stage files."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from child_runs import ROOT, run_cli
 from transformers import AutoModelForCausalLM, AutoTokenizer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]  # two ranks of a run: make test-all
 
@@ -32,14 +28,9 @@ def tiny_config(path: Path) -> Path:
 
 def test_run_nproc_2_shards_the_fsdp2_stage_and_waits_out_the_single_one(tmp_path):
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "arcforge.cli", "run", str(tiny_config(tmp_path / "c.yaml"))]
-    r = subprocess.run(
-        [*cmd, "--nproc", "2", "--until", "sft", "--run-dir", str(run_dir)],
-        cwd=ROOT,
-        env={**os.environ, "ARCFORGE_PROGRESS": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    config = str(tiny_config(tmp_path / "c.yaml"))
+    r = run_cli(
+        "run", config, "--nproc", "2", "--until", "sft", "--run-dir", str(run_dir), timeout=300
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "[pretrain] runs on rank 0 only (its trainer is not fsdp2)" in r.stdout

@@ -80,7 +80,7 @@ def test_moe_balancer_stats_and_tensorboard_sink(glm5_run):
     train = [r for r in rows(glm5_run / "pretrain" / "metrics.jsonl") if "loss" in r]
     assert train and all(r["moe_imbalance_max"] >= 1.0 for r in train)
     mid = [r for r in rows(glm5_run / "midtrain" / "metrics.jsonl") if "loss" in r]
-    assert mid and "moe_imbalance_max" not in mid[0]  # gamma 0 there: balancer off
+    assert mid and mid[0]["moe_imbalance_max"] >= 1.0  # gamma 0 there: logged without balancer
     assert list((glm5_run / "pretrain" / "tensorboard").glob("events.out.tfevents.*"))
 
 

@@ -3,22 +3,18 @@ embeddings resized), a jsonl SFT source with one bad line reported and skipped, 
 save_pretrained result. Also `arcforge chat` driven through stdin."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_runs import run_cli
+from tiny_models import micro_llama_config
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def foreign_checkpoint(path: Path) -> int:
@@ -35,16 +31,7 @@ def foreign_checkpoint(path: Path) -> int:
         ),
     )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>")
-    conf = LlamaConfig(
-        vocab_size=len(fast),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
+    conf = micro_llama_config(len(fast), num_hidden_layers=1, max_position_embeddings=512)
     LlamaForCausalLM(conf).save_pretrained(path)
     fast.save_pretrained(path)
     return len(fast)
@@ -73,15 +60,7 @@ stages:
     epochs: 2
 eval: {{suites: [reasoning], n: 4, max_new_tokens: 8}}
 """)
-    env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
-    r = subprocess.run(
-        [sys.executable, "-m", "arcforge.cli", "run", str(cfg), "--run-dir", str(tmp_path / "run")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_cli("run", str(cfg), "--run-dir", str(tmp_path / "run"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"{data}:2" in r.stderr  # the bad line is reported with its file and line
     out = tmp_path / "run" / "tune" / "checkpoint"
@@ -93,23 +72,7 @@ eval: {{suites: [reasoning], n: 4, max_new_tokens: 8}}
     assert json.loads((tmp_path / "run" / "tune" / "DONE").read_text())["examples"] == 2
 
     # the interactive chat reads stdin: one turn, then quit
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "arcforge.cli",
-            "chat",
-            str(out),
-            "--no-think",
-            "--max-new-tokens",
-            "4",
-        ],
-        input="hello\n/quit\n",
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    chat = ["chat", str(out), "--no-think", "--max-new-tokens", "4"]
+    r = run_cli(*chat, stdin="hello\n/quit\n", timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "arcforge chat" in r.stdout and "you>" in r.stdout

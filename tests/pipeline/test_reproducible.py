@@ -24,15 +24,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from child_runs import quiet_env, run_python
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[2]
 STAGES = ["pretrain", "midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 RUN = (
     "import sys; from pathlib import Path; from arcforge.run_config import load_config; "
@@ -62,18 +61,11 @@ def kill_row(ref: Path) -> int:
 
 
 def run(run_dir: Path, kill: str | None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ARCFORGE_PROGRESS": "0"}
+    env = quiet_env()
     env.pop("ARCFORGE_KILL_AFTER", None)
     if kill:
         env["ARCFORGE_KILL_AFTER"] = kill
-    return subprocess.run(
-        [sys.executable, "-c", RUN, str(run_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_python("-c", RUN, str(run_dir), env=env, timeout=600)
 
 
 def killed_and_resumed(run_dir: Path, kills: list[tuple[str, int]]) -> list[str]:
@@ -145,14 +137,7 @@ def test_the_kill_hook_fires_after_the_named_stages_nth_row_only(tmp_path, monke
     )
     path = tmp_path / "m.jsonl"
     env = {**os.environ, "ARCFORGE_KILL_AFTER": "s:2"}
-    r = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_python("-c", code, str(path), env=env, timeout=120)
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
     assert [x["step"] for x in rows(path)] == [1, 2, 3]
     from arcforge.errors import UserError

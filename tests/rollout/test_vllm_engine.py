@@ -26,36 +26,26 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pydantic import ValidationError
+from rl_helpers import DigitTask, digit_rl_cfg, flat_optim, parity_rl_cfg, parity_workers
 from transformers import AutoModelForCausalLM
 
 from arcforge.chat.tokens import END as END_TOKEN
 from arcforge.config import EngineCfg
-from arcforge.envs.base import StepResult
 from arcforge.errors import ConfigError, UserError
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import LocalEngine, SamplingParams, make_engine
-from arcforge.rollout.envservice import local_service
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
 from arcforge.rollout.vllm_engine import DEFAULT_PYTHON, VLLMEngine, export_checkpoint
-from arcforge.rollout.workers import LocalWorkers
-from arcforge.stages.agentic_rl import AgenticRLStageCfg
-from arcforge.stages.rl import RLStageCfg
 from arcforge.train.async_rl import train_async_rl
-from arcforge.train.rl import RLPrompt, train_rl
+from arcforge.train.rl import train_rl
 from arcforge.train.rollout_batch import (
     pad_trajectories,
     sequence_logprobs,
     trajectory_from_completion,
 )
-from arcforge.types import Message, Reward, Task, Validation
 
 TOL = 1e-4
 D0, SEP, BOS = 100, 110, 111  # toy token ids inside the tokenizer's vocabulary
-
-
-def answer(a: int) -> int:
-    return D0 + (3 * a + 1) % 10
 
 
 @pytest.fixture(scope="module")
@@ -63,28 +53,13 @@ def ids(tok):
     return {"end": tok.convert_tokens_to_ids(END_TOKEN), "pad": tok.pad_token_id or 0}
 
 
-def toy_prompts() -> list[RLPrompt]:
-    return [
-        RLPrompt(
-            [BOS, D0 + a, SEP],
-            Task(f"t{a}", "math", str(a), validation=Validation(answer=str(answer(a)))),
-        )
-        for a in range(10)
-    ]
-
-
-def toy_scorer(end: int):
-    def score(prompts, comps):
-        return [
-            Reward(float(c.token_ids == [int(p.task.validation.answer), end]))
-            for p, c in zip(prompts, comps)
-        ]
-
-    return score
+@pytest.fixture(scope="module")
+def task(ids):
+    return DigitTask(bos=BOS, sep=SEP, end=ids["end"], digit0=D0)
 
 
 @pytest.fixture(scope="module")
-def policy(tok, ids):
+def policy(tok, ids, task):
     """The tiny preset after a short SFT (see the module docstring); trained here, no download."""
     V, END = len(tok), ids["end"]
     model = init_model(build_config("tiny", V, 512), seed=0)
@@ -92,10 +67,7 @@ def policy(tok, ids):
     g = torch.Generator().manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(120):
-        a, d = torch.randint(10, (64,), generator=g), torch.randint(10, (64,), generator=g)
-        d = torch.where(torch.rand(64, generator=g) < 0.4, (3 * a + 1) % 10, d)
-        x = torch.stack([torch.full_like(a, BOS), D0 + a, torch.full_like(a, SEP), D0 + d], 1)
-        y = torch.stack([torch.full_like(a, -100)] * 2 + [D0 + d, torch.full_like(a, END)], 1)
+        x, y = task.sft_batch(0.4, generator=g)
         rx = torch.randint(120, V, (16, 16), generator=g)  # (16, 16) random contexts
         ry = torch.where(
             torch.rand(16, 16, generator=g) < 0.3, END, torch.randint(120, V, (16, 16), generator=g)
@@ -169,8 +141,8 @@ def probe_logprobs(model, seq: list[int]) -> torch.Tensor:
 
 
 @pytest.mark.engines
-def test_vllm_logprobs_match_the_trainer_and_tokens_come_back_as_ids(engine, policy, ids):
-    prompts = [p.ids for p in toy_prompts()]
+def test_vllm_logprobs_match_the_trainer_and_tokens_come_back_as_ids(engine, policy, ids, task):
+    prompts = [p.ids for p in task.prompts()]
     params = SamplingParams(
         max_new_tokens=6, temperature=1.0, n=4, seed=5, stop_token_ids=(ids["end"],)
     )
@@ -185,15 +157,15 @@ def test_vllm_logprobs_match_the_trainer_and_tokens_come_back_as_ids(engine, pol
     diff = (infer - train).abs().max().item()
     print(f"parity: {len(infer)} tokens, max |vllm - trainer| = {diff:.2e}")
     assert diff <= TOL
-    probe = [BOS, D0 + 3, SEP, answer(3), ids["end"], 150, 200, 250, ids["end"]]
+    probe = [BOS, D0 + 3, SEP, task.answer(3), ids["end"], 150, 200, 250, ids["end"]]
     torch.testing.assert_close(
         torch.tensor(engine.prompt_logprobs(probe)), probe_logprobs(policy, probe), atol=TOL, rtol=0
     )
 
 
 @pytest.mark.engines
-def test_pushed_weights_equal_the_trainer_and_a_fresh_load(engine, policy, ids, tmp_path):
-    probe = [BOS, D0 + 7, SEP, answer(7), ids["end"], 130, 170, 390, 260, ids["end"]]
+def test_pushed_weights_equal_the_trainer_and_a_fresh_load(engine, policy, ids, task, tmp_path):
+    probe = [BOS, D0 + 7, SEP, task.answer(7), ids["end"], 130, 170, 390, 260, ids["end"]]
     new = init_model(policy.config, seed=1)
     new.load_state_dict(policy.state_dict())
     with torch.no_grad():  # a different model everywhere, the tied embedding included
@@ -215,45 +187,24 @@ def test_pushed_weights_equal_the_trainer_and_a_fresh_load(engine, policy, ids, 
         )
 
 
-def pass_rate(engine, end: int) -> float:
-    """Share of correct replies over 16 samples of each toy prompt at T=1, fixed seeds."""
-    ps = toy_prompts()
-    params = SamplingParams(max_new_tokens=3, stop_token_ids=(end,), seed=999, n=16)
-    outs = engine.generate([p.ids for p in ps], params)
-    return sum(r.score for r in toy_scorer(end)([p for p in ps for _ in range(16)], outs)) / 160
-
-
 @pytest.mark.engines
-def test_reasoning_rl_with_vllm_rollouts_raises_reward(engine, policy, ids, tmp_path):
+def test_reasoning_rl_with_vllm_rollouts_raises_reward(engine, policy, ids, task, tmp_path):
     model = init_model(policy.config, seed=1)
     model.load_state_dict(policy.state_dict())
     engine.load_weights(model.state_dict(), version=0)  # the run starts on the policy's weights
-    before = pass_rate(engine, ids["end"])
-    cfg = RLStageCfg.model_validate(
-        dict(
-            name="rl",
-            kind="rl",
-            sources=[{"source": "world:reasoning"}],
-            steps=20,
-            prompts_per_step=8,
-            group_size=8,
-            temperature=1.0,
-            max_new_tokens=3,
-            micro_batch=64,
-            optim={"lr": 2e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
-        )
-    )
+    before = task.pass_rate(engine)
+    cfg = digit_rl_cfg(steps=20, micro_batch=64, optim=flat_optim(2e-3))
     rows = train_rl(
         model,
         engine,
-        toy_prompts(),
-        toy_scorer(ids["end"]),
+        task.prompts(),
+        task.score,
         cfg,
         tmp_path,
         pad_id=ids["pad"],
         stop_ids=[ids["end"]],
     )
-    after = pass_rate(engine, ids["end"])  # sampled by vLLM on the pushed final weights
+    after = task.pass_rate(engine)  # sampled by vLLM on the pushed final weights
     print(
         f"reasoning RL on vLLM: pass rate {before:.3f} -> {after:.3f} (160 samples each); "
         f"rewards {[round(r['reward_mean'], 2) for r in rows]}; "
@@ -265,66 +216,14 @@ def test_reasoning_rl_with_vllm_rollouts_raises_reward(engine, policy, ids, tmp_
     assert after > before + 0.15, (before, after)
 
 
-class ParityEnv:
-    """Tool-less, two replies per episode; reward 1 when the last reply has an even length."""
-
-    tools: list = []
-
-    def __init__(self) -> None:
-        self.steps, self.last = 0, ""
-
-    def reset(self, task: Task) -> list[Message]:
-        return [Message("user", task.instruction)]
-
-    def step(self, message: Message) -> StepResult:
-        self.steps, self.last = self.steps + 1, message.content
-        return StepResult([Message("user", "Again.")], done=self.steps >= 2)
-
-    def verify(self) -> Reward:
-        return Reward(float(len(self.last) % 2 == 0))
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.engines
 def test_agentic_rl_with_vllm_rollouts(engine, policy, tok, tmp_path):
     model = init_model(policy.config, seed=1)
     model.load_state_dict(policy.state_dict())
     engine.load_weights(model.state_dict(), version=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    c = AgenticRLStageCfg.model_validate(
-        dict(
-            name="arl",
-            kind="agentic_rl",
-            sources=[{"source": "world:search"}],
-            steps=3,
-            groups_per_step=2,
-            group_size=4,
-            tau=1,
-            sync_every=1,
-            workers=2,
-            max_turns=4,
-            max_new_tokens=12,
-            context_budget=256,
-            micro_batch=16,
-            checkpoint_every=100,
-            weight_sync_timeout=120,
-            batch_timeout=300,
-            optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
-        )
-    )
-    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator(
-        {"search": pool},
-        Mixture({"search": 1}),
-        c.groups_per_step,
-        c.group_size,
-        c.tau,
-        c.sync_every,
-    )
-    orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
-    workers = LocalWorkers(orch, engine, tok, c.agent(), c.workers)
+    c = parity_rl_cfg(steps=3, tau=1, workers=2, weight_sync_timeout=120, batch_timeout=300)
+    orch, workers = parity_workers(tok, engine, c)
     rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
     print("agentic RL on vLLM:", [(r["version"], round(r["reward_mean"], 3)) for r in rows])
     assert [r["version"] for r in rows] == [1, 2, 3] and engine.version == 3

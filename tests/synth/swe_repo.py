@@ -14,17 +14,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-OPS_V1 = '''"""Small numeric helpers."""
+from fixture_sources import BUGGY_CLAMP
+
+OPS_V1 = f'''"""Small numeric helpers."""
 
 
-def clamp(x, lo, hi):
-    """x limited to [lo, hi]."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return lo
-    return x
-
+{BUGGY_CLAMP}
 
 def mean(xs):
     """Arithmetic mean of a non-empty list."""
@@ -93,7 +88,10 @@ def test_word_count_tabs():
 """
 
 
-def _git(repo: Path, *args: str) -> None:
+def git(repo: Path, *args: str, date: str | None = None) -> str:
+    """`git ARGS` in `repo` as author and committer "t", no global config; commits dated `date`
+    when given (then the same files and messages give the same commit ids on every run).
+    Returns its stdout."""
     env = {
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@x",
@@ -103,21 +101,28 @@ def _git(repo: Path, *args: str) -> None:
         "HOME": str(repo),
         "PATH": "/usr/bin:/bin",
     }
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
+    if date is not None:
+        env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    res = subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env
+    )
+    return res.stdout.strip()
 
 
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
+def commit(repo: Path, files: dict[str, str], message: str, date: str | None = None) -> str:
+    """Write `files` (path: text) into `repo` and commit them all; returns the commit id."""
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, date=date)
+    return git(repo, "rev-parse", "HEAD")
 
 
 def build_repo(root: Path) -> Path:
     repo = root / "mathlib-repo"
     repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     commit(
         repo,
         {"mathlib/__init__.py": "", "mathlib/ops.py": OPS_V1, "tests/test_ops.py": TESTS_V1},

@@ -25,7 +25,7 @@ from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.synth.swe import SWESynthConfig, synthesize_bugs, synthesize_from_repo
 
 sys.path.insert(0, str(Path(__file__).parent))
-from swe_repo import _git, build_repo, commit  # noqa: E402
+from swe_repo import build_repo, commit, git  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
@@ -198,7 +198,7 @@ def test_real_pypi_package_with_a_planted_fix(tmp_path):
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path, filter="data")
     repo = next(tmp_path.glob("six-*"))
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     commit(repo, {}, "six 1.17.0 from PyPI")
     six_py = (repo / "six.py").read_text()
     assert SIX_BUG[0] in six_py

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+import swe_repo
+from fixture_sources import BUGGY_CLAMP, CLAMP_DOC
 from typer.testing import CliRunner
 
 from arcforge.cli import app
@@ -42,16 +43,10 @@ description = "tiny"
 [project.optional-dependencies]
 test = ["six", "pytest"]
 """
-LIB = '''"""tinylib."""
+LIB = f'''"""tinylib."""
 
 
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return lo
-    return x
-
+{BUGGY_CLAMP.replace(CLAMP_DOC, "")}
 
 def add(a, b):
     return abs(a) + b
@@ -97,41 +92,20 @@ from tests.helpers import CASES
 def test_add(a, b, want):
     assert tinylib.add(a, b) == want
 """
-ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@x",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@x",
-    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "PATH": "/usr/bin:/bin",
-}
+DATE = "2024-01-01T00:00:00Z"  # every commit's: the same commit ids on every run
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
 
-def git(repo: Path, *args: str) -> str:
-    res = subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=ENV
-    )
-    return res.stdout.strip()
-
-
 def commit(repo: Path, files: dict[str, str], message: str) -> str:
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
+    return swe_repo.commit(repo, files, message, date=DATE)
 
 
 def build_tinylib(root: Path) -> tuple[Path, list[str]]:
     repo = root / "tinylib"
     repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "remote", "add", "origin", "https://github.com/acme/tinylib.git")
+    swe_repo.git(repo, "init", "-q", "-b", "main")
+    swe_repo.git(repo, "remote", "add", "origin", "https://github.com/acme/tinylib.git")
     files = {
         "pyproject.toml": PYPROJECT,
         "src/tinylib/__init__.py": LIB,

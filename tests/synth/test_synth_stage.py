@@ -36,7 +36,8 @@ def test_synth_stage_on_world_repos(tmp_path):
     from arcforge.world.pysource import WORLD_SWE_TOOLS
 
     ctx, summary = _run_synth(tmp_path, swe_repos=1, swe_bugs=3, runs=1)
-    repo = ctx.world.repos[0].name
+    [repo] = summary["swe"]  # swe_repos=1: one train-split repo
+    assert repo in {r.name for r in ctx.world.repos}
     counts = summary["swe"][repo]
     assert counts["mutants"]["out"] == 3 and counts["validate"]["in"] == 3
     assert summary["swe_instances"] == counts["statement"]["out"] >= 1
@@ -72,13 +73,7 @@ def test_synth_stage_runs_search_and_gem_through_one_llm(tmp_path):
 
     with ReplayServer(llm) as srv:
         _, summary = _run_synth(
-            tmp_path,
-            srv,
-            swe_repos=0,
-            search=2,
-            gem_texts=2,
-            abe=2,
-            search_llm_pages=2,
+            tmp_path, srv, swe_repos=0, search=2, gem_texts=2, abe=2, search_llm_pages=2
         )
         systems = [r["messages"][0]["content"] for r in srv.requests]
     search = summary["search"]
@@ -137,16 +132,8 @@ def test_synth_stage_sends_swe_statements_and_howto_pages_to_the_llm(tmp_path):
 
     llm.n_swe = 0
     with ReplayServer(llm) as srv:
-        ctx, summary = _run_synth(
-            tmp_path,
-            srv,
-            swe_repos=1,
-            swe_bugs=4,
-            runs=1,
-            swe_llm_rewrite=True,
-            terminal_pages=2,
-            terminal_seeds=1,
-        )
+        swe = dict(swe_repos=1, swe_bugs=4, runs=1, swe_llm_rewrite=True)
+        ctx, summary = _run_synth(tmp_path, srv, **swe, terminal_pages=2, terminal_seeds=1)
         prompts = [r["messages"][-1]["content"] for r in srv.requests]
     page_prompts = [p for p in prompts if "technical web page" in p]
     assert len(page_prompts) == 2 and "```bash" in page_prompts[0] and "Step 2." in page_prompts[0]

@@ -17,12 +17,11 @@ from dataclasses import replace
 import pytest
 import torch
 from fastapi import FastAPI
+from rl_helpers import ParityEnv, parity_rl_cfg, parity_workers, say_something_tasks
 from safetensors.torch import load_file
+from tiny_models import end_biased_nano
 
 from arcforge.chat.tokens import END
-from arcforge.envs.base import StepResult
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.engine import LocalEngine, ServerEngine
@@ -35,29 +34,12 @@ from arcforge.train.async_rl import batch_tensors, train_async_rl, train_step
 from arcforge.train.loop import build_optimizer
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import pad_trajectories
-from arcforge.types import Message, Reward, Segment, Task, Trajectory
+from arcforge.types import Reward, Segment, Trajectory
 from arcforge.world import WorldConfig, build_world
 
 
-class ParityEnv:
-    tools: list = []
-
-    def __init__(self, delay: float = 0.05) -> None:
-        self.delay, self.steps, self.last = delay, 0, ""
-
-    def reset(self, task: Task) -> list[Message]:
-        return [Message("user", task.instruction)]
-
-    def step(self, message: Message) -> StepResult:
-        time.sleep(self.delay)
-        self.steps, self.last = self.steps + 1, message.content
-        return StepResult([Message("user", "Again.")], done=self.steps >= 2)
-
-    def verify(self) -> Reward:
-        return Reward(float(len(self.last) % 2 == 0))
-
-    def close(self) -> None:
-        pass
+def slow_parity() -> ParityEnv:
+    return ParityEnv(delay=0.05)
 
 
 class ZeroEnv(ParityEnv):
@@ -73,52 +55,20 @@ def tok():
 
 def make_model(tok) -> torch.nn.Module:
     """A nano model with a biased <|end|> logit: replies of a few tokens."""
-    model = init_model(build_config("nano", len(tok), 1024, tie_word_embeddings=False), seed=0)
-    head = torch.nn.Linear(64, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight)
-        head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = 4.0
-    model.lm_head = head
-    return model
+    return end_biased_nano(tok, end_bias=4.0)
 
 
-def cfg(**kw) -> AgenticRLStageCfg:
-    base = dict(
-        name="arl",
-        kind="agentic_rl",
-        sources=[{"source": "world:search"}],
-        steps=4,
-        groups_per_step=2,
-        group_size=4,
-        tau=2,
-        sync_every=1,
-        workers=3,
-        max_turns=4,
-        max_new_tokens=12,
-        context_budget=256,
-        micro_batch=16,
-        checkpoint_every=100,
-        weight_sync_timeout=30,
-        batch_timeout=60,
-        optim={"lr": 3e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
-    )
-    return AgenticRLStageCfg.model_validate({**base, **kw})
+def setup(tok, model, c: AgenticRLStageCfg, engine=None, env=slow_parity):
+    return parity_workers(tok, engine or LocalEngine(model, pad_token_id=tok.pad_token_id), c, env)
 
 
-def setup(tok, model, c: AgenticRLStageCfg, engine=None, env=ParityEnv):
-    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator(
-        {"search": pool},
-        Mixture({"search": 1}),
-        c.groups_per_step,
-        c.group_size,
-        c.tau,
-        c.sync_every,
-    )
-    orch.register(local_service("parity", ["search"], lambda t: env(), 16))
-    engine = engine or LocalEngine(model, pad_token_id=tok.pad_token_id)
-    return orch, LocalWorkers(orch, engine, tok, c.agent(), c.workers)
+def train_fresh(tok, c: AgenticRLStageCfg, out, env=slow_parity, **kw):
+    """train_async_rl with `c` on a fresh `make_model` and `setup`, writing to `out`:
+    (model, workers, rows)."""
+    model = make_model(tok)
+    orch, workers = setup(tok, model, c, env=env)
+    rows = train_async_rl(model, orch, workers, c, out, pad_id=tok.pad_token_id, **kw)
+    return model, workers, rows
 
 
 def _traj(segs, reward, finish="answer") -> Trajectory:
@@ -170,7 +120,7 @@ def test_trainer_logprobs_follow_the_engines_temperature_convention(tok, tempere
     raw (T=1) or tempered_logprobs (both divide the logits by T); a trainer that ignored the
     flag would see ratios far from 1 and mask those tokens."""
     model = make_model(tok)
-    c = cfg(temperature=0.5, tempered_logprobs=tempered)
+    c = parity_rl_cfg(temperature=0.5, tempered_logprobs=tempered)
     params = replace(c.agent().sampling([]), max_new_tokens=10, seed=0)
     assert params.tempered_logprobs is tempered
     prompts = [tok.encode(f"Say something, number {i}.") for i in range(4)]
@@ -197,7 +147,7 @@ def test_rows_sampled_at_their_pools_temperatures_are_scored_at_their_own(tok):
     (batch_tensors' `temperatures`) the trainer's recompute equals the engine's logprobs; scored
     at the stage's one temperature instead, the T 1.0 rows' ratios are far from 1."""
     model = make_model(tok)
-    c = cfg(temperature=0.5, tempered_logprobs=True)
+    c = parity_rl_cfg(temperature=0.5, tempered_logprobs=True)
     prompts = [tok.encode(f"Say something, number {i}.") for i in range(4)]
     groups = []
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
@@ -232,11 +182,8 @@ def test_workers_run_each_pool_with_its_own_agent_config(tok):
     """`pool_cfgs` reaches the episodes: a pool given one-token replies gets them, the other
     pool keeps the stage's config."""
     model = make_model(tok)
-    c = cfg(groups_per_step=4)
-    pools = {
-        k: [Task(f"{k}{i}", "search", f"Say something, number {i}.") for i in range(6)]
-        for k in ("short", "long")
-    }
+    c = parity_rl_cfg(groups_per_step=4)
+    pools = {k: say_something_tasks(6, prefix=k) for k in ("short", "long")}
     orch = Orchestrator(pools, Mixture({"short": 1, "long": 1}), 4, c.group_size, c.tau, 1)
     orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
@@ -258,11 +205,8 @@ def test_workers_run_each_pool_with_its_own_agent_config(tok):
 
 
 def test_async_run_changes_parameters_with_finite_loss(tok, tmp_path):
-    model = make_model(tok)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    c = cfg()
-    orch, workers = setup(tok, model, c)
-    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    before = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
+    model, workers, rows = train_fresh(tok, parity_rl_cfg(), tmp_path)
     assert [r["version"] for r in rows] == [1, 2, 3, 4] and workers.gateway.version == 4
     assert all(math.isfinite(r["loss"]) for r in rows)
     assert all(r["staleness_max"] <= 2 for r in rows)  # tau
@@ -277,21 +221,16 @@ def test_a_batch_without_reward_signal_leaves_the_weights_alone(tok, tmp_path):
     """Every episode scores 0: the policy gradient is zero, and no optimizer step may move the
     weights anyway (an AdamW step on zero gradients still applies its momentum and, here, its
     weight decay); versions still advance so the rollout admission keeps pace."""
-    model = make_model(tok)
-    c = cfg(steps=3, optim={"lr": 3e-3, "warmup_steps": 0, "weight_decay": 0.1})
-    orch, workers = setup(tok, model, c, env=ZeroEnv)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    c = parity_rl_cfg(steps=3, optim={"lr": 3e-3, "warmup_steps": 0, "weight_decay": 0.1})
+    before = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
+    model, workers, rows = train_fresh(tok, c, tmp_path, env=lambda: ZeroEnv(0.05))
     assert [r["version"] for r in rows] == [1, 2, 3] and workers.gateway.version == 3
     assert all(r["updated"] == 0.0 and r["reward_mean"] == 0.0 for r in rows)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
 def test_sync_mode_is_tau0_k1_on_policy(tok, tmp_path):
-    model = make_model(tok)
-    c = cfg(tau=0, steps=3)
-    orch, workers = setup(tok, model, c)
-    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    _, _, rows = train_fresh(tok, parity_rl_cfg(tau=0, steps=3), tmp_path)
     assert all(r["staleness_max"] == 0 and r["partial"] == 0 for r in rows)
     assert all(r["dropped_stale"] == 0 for r in rows)  # nothing was generated ahead
     # one batch of jobs per version: after the push to v, at most the batch of v has started
@@ -321,9 +260,9 @@ def test_the_async_loop_raises_reward_from_stale_and_partial_rollouts(tok, tmp_p
     (12 steps gave 0.68-0.89 there and once missed the +0.2 in a full `make test`: which
     version samples which episode depends on thread timing)."""
     model = make_model(tok)
-    c = cfg(steps=20, groups_per_step=4, group_size=8, tau=2)
+    c = parity_rl_cfg(steps=20, groups_per_step=4, group_size=8, tau=2)
     orch, workers = setup(tok, model, c, env=lambda: ShortEnv(0.02))
-    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
+    pool = say_something_tasks()
     before = success_rate(tok, model, pool)
     rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
     after = success_rate(tok, model, pool)  # fresh episodes, a fixed sampling seed
@@ -332,19 +271,16 @@ def test_the_async_loop_raises_reward_from_stale_and_partial_rollouts(tok, tmp_p
 
 
 def test_resume_keeps_versions_and_staleness_accounting(tok, tmp_path):
-    c = cfg(steps=4, tau=1, reset_optimizer=True)
-    model = make_model(tok)
-    orch, workers = setup(tok, model, c)
-    first = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id, stop_after=2)
+    c = parity_rl_cfg(steps=4, tau=1, reset_optimizer=True)
+    _, _, first = train_fresh(tok, c, tmp_path, stop_after=2)
     saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
     assert saved["step"] == 2 and saved["version"] == 2 == saved["orchestrator"]["version"]
     assert (
         torch.load(tmp_path / "state" / "trainer.pt", weights_only=False)["optimizer"]["state"]
         == {}
     )  # reset
-    model2 = make_model(tok)  # a fresh process would start from the initial weights
-    orch2, workers2 = setup(tok, model2, c)
-    rest = train_async_rl(model2, orch2, workers2, c, tmp_path, pad_id=tok.pad_token_id)
+    # a fresh process would start from the initial weights
+    _, workers2, rest = train_fresh(tok, c, tmp_path)
     assert [r["step"] for r in first + rest] == [1, 2, 3, 4]
     assert [r["version"] for r in rest] == [3, 4]  # continued, not restarted from 0
     assert workers2.gateway.version == 4
@@ -402,7 +338,7 @@ def test_hanging_weight_sync_times_out_with_a_clear_error(tok, tmp_path):
         time.sleep(0.02)
     try:
         engine = ServerEngine(f"http://127.0.0.1:{port}", "m", weight_sync_dir=str(tmp_path / "w"))
-        c = cfg(weight_sync_timeout=1.5, steps=2)
+        c = parity_rl_cfg(weight_sync_timeout=1.5, steps=2)
         model = make_model(tok)
         orch, workers = setup(tok, model, c, engine=engine)
         t0 = time.monotonic()
@@ -431,37 +367,23 @@ def scheduled_probe(scores: list, seen: list[float]):
     return probe
 
 
+def probed_cfg(steps: int, keep: str | None = None, **kw) -> AgenticRLStageCfg:
+    """A probe of the "dev" suite after every step (`keep` its choice of the final weights), 4
+    groups of 8 a step: with 2 groups of 4 every group of a step can draw uniform rewards and
+    leave the weights as they were."""
+    probe = {"suites": ["dev"], "every": 1} | ({"keep": keep} if keep else {})
+    return parity_rl_cfg(steps=steps, groups_per_step=4, group_size=8, probe=probe, **kw)
+
+
 def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
     """Probes at steps 0..4 report 0.2, 0.5, 0.9, 0.1, 0.3: the stage ends on step 2's weights,
     also when the run is interrupted after step 3 and resumed by a fresh process."""
-    # 4 groups of 8 a step: a step whose every group got one reward (no update) is unlikely
-    c = cfg(steps=4, groups_per_step=4, group_size=8, probe={"suites": ["dev"], "every": 1})
+    c = probed_cfg(steps=4)
     scores, seen = [0.2, 0.5, 0.9, 0.1, 0.3], []
-    model = make_model(tok)
-    orch, workers = setup(tok, model, c)
-    train_async_rl(
-        model,
-        orch,
-        workers,
-        c,
-        tmp_path,
-        pad_id=tok.pad_token_id,
-        stop_after=3,
-        probe=scheduled_probe(scores, seen),
-    )
+    train_fresh(tok, c, tmp_path, stop_after=3, probe=scheduled_probe(scores, seen))
     saved = json.loads((tmp_path / "state" / "trainer.json").read_text())
     assert saved["best"] == {"step": 2, "score": 0.9} and len(seen) == 4
-    model2 = make_model(tok)
-    orch2, workers2 = setup(tok, model2, c)
-    train_async_rl(
-        model2,
-        orch2,
-        workers2,
-        c,
-        tmp_path,
-        pad_id=tok.pad_token_id,
-        probe=scheduled_probe(scores, seen),
-    )
+    model2, _, _ = train_fresh(tok, c, tmp_path, probe=scheduled_probe(scores, seen))
     assert len(seen) == 5 and len(set(seen)) == 5  # every probe saw other weights
     assert _fingerprint(model2) == pytest.approx(seen[2], rel=1e-12)  # step 2's, not step 4's
     rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
@@ -474,26 +396,10 @@ def test_probe_keeps_the_best_probed_weights_across_a_resume(tok, tmp_path):
 
 
 def test_probe_keep_last_ends_on_the_last_weights(tok, tmp_path):
-    # 4 groups of 8 a step, as above: with 2 groups of 4 both steps can draw uniform rewards
-    # in every group, leave the weights as they were and fail the last assertion
-    c = cfg(
-        steps=2,
-        groups_per_step=4,
-        group_size=8,
-        probe={"suites": ["dev"], "every": 1, "keep": "last"},
-    )
+    # a step without an update would leave the last weights equal to the first: see probed_cfg
     seen: list[float] = []
-    model = make_model(tok)
-    orch, workers = setup(tok, model, c)
-    train_async_rl(
-        model,
-        orch,
-        workers,
-        c,
-        tmp_path,
-        pad_id=tok.pad_token_id,
-        probe=scheduled_probe([0.9, 0.1, 0.2], seen),
-    )
+    probe = scheduled_probe([0.9, 0.1, 0.2], seen)
+    model, _, _ = train_fresh(tok, probed_cfg(steps=2, keep="last"), tmp_path, probe=probe)
     assert _fingerprint(model) == pytest.approx(seen[-1], rel=1e-12) and seen[-1] != seen[0]
 
 
@@ -501,25 +407,10 @@ def test_probe_keep_last_ends_on_the_last_weights(tok, tmp_path):
 def test_probe_keep_last_unless_worse_ends_on_the_weights_it_picks(tok, tmp_path, lost, kept):
     """Dev items at steps 0, 1, 2: the run ends on step 2's weights when it lost 3 of step 1's
     20 solved items, on step 1's (step 2's set aside) when it lost 6."""
-    c = cfg(
-        steps=2,
-        groups_per_step=4,
-        group_size=8,
-        probe={"suites": ["dev"], "every": 1, "keep": "last_unless_worse"},
-    )
+    c = probed_cfg(steps=2, keep="last_unless_worse")
     seen: list[float] = []
-    model = make_model(tok)
-    orch, workers = setup(tok, model, c)
     scores = [[1.0] * 10 + [0.0] * 10, [1.0] * 20, [0.0] * lost + [1.0] * (20 - lost)]
-    train_async_rl(
-        model,
-        orch,
-        workers,
-        c,
-        tmp_path,
-        pad_id=tok.pad_token_id,
-        probe=scheduled_probe(scores, seen),
-    )
+    model, _, _ = train_fresh(tok, c, tmp_path, probe=scheduled_probe(scores, seen))
     assert len(set(seen)) == 3  # each probe saw other weights
     assert _fingerprint(model) == pytest.approx(seen[kept], rel=1e-12)
     rows = [json.loads(x) for x in (tmp_path / "probe.jsonl").read_text().splitlines()]
@@ -541,30 +432,12 @@ def test_weight_ema_is_probed_saved_resumed_and_ended_on(tok, tmp_path):
     """weight_ema 0.5: avg_t = 0.5 avg_(t-1) + 0.5 w_t. The probe sees the average, the state
     holds both the online weights and the average, a resumed run continues the saved average
     (one restarted from w_t would miss avg_(t-1)), and the stage ends on the average."""
-    c = cfg(
-        steps=3,
-        groups_per_step=4,
-        group_size=8,
-        checkpoint_every=1,
-        weight_ema=0.5,
-        probe={"suites": ["dev"], "every": 1, "keep": "last"},
-    )
+    c = probed_cfg(steps=3, keep="last", checkpoint_every=1, weight_ema=0.5)
     seen: list[dict[str, torch.Tensor]] = []
     start = {k: v.clone() for k, v in make_model(tok).state_dict().items()}
     online, saved_avg = [], []
     for stop in (1, 2, None):  # two interruptions, each resumed by a fresh model and workers
-        model = make_model(tok)
-        orch, workers = setup(tok, model, c)
-        train_async_rl(
-            model,
-            orch,
-            workers,
-            c,
-            tmp_path,
-            pad_id=tok.pad_token_id,
-            stop_after=stop,
-            probe=_weights_probe(seen),
-        )
+        model, _, _ = train_fresh(tok, c, tmp_path, stop_after=stop, probe=_weights_probe(seen))
         if stop:
             online.append(load_file(str(tmp_path / "state" / "model.safetensors")))
             saved_avg.append(load_file(str(tmp_path / "state" / "ema.safetensors")))
@@ -584,24 +457,9 @@ def test_dynamic_sampling_refills_uniform_groups_without_stalling(tok, tmp_path)
     """Every episode scores 0, so every group is uniform: with max_refill_tries 2 each delivered
     group comes after two dropped ones of its pool, and the run still ends (a pool without
     signal cannot stall the mixture)."""
-    model = make_model(tok)
-    c = cfg(steps=3, max_refill_tries=2)
-    pool = [Task(f"p{i}", "search", f"Say something, number {i}.") for i in range(12)]
-    orch = Orchestrator(
-        {"search": pool},
-        Mixture({"search": 1}),
-        c.groups_per_step,
-        c.group_size,
-        c.tau,
-        c.sync_every,
-        max_refill_tries=c.max_refill_tries,
-    )
-    orch.register(local_service("zero", ["search"], lambda t: ZeroEnv(0.01), 16))
-    workers = LocalWorkers(
-        orch, LocalEngine(model, pad_token_id=tok.pad_token_id), tok, c.agent(), c.workers
-    )
-    rows = train_async_rl(model, orch, workers, c, tmp_path, pad_id=tok.pad_token_id)
+    c = parity_rl_cfg(steps=3, max_refill_tries=2)
+    _, workers, rows = train_fresh(tok, c, tmp_path, env=lambda: ZeroEnv(0.01))
     assert [r["trajectories"] for r in rows] == [8, 8, 8]
     delivered = 3 * c.groups_per_step
     assert rows[-1]["dropped_uniform"] >= 2 * delivered
-    assert orch.counts["completed"] >= 3 * delivered
+    assert workers.orch.counts["completed"] >= 3 * delivered

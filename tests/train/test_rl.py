@@ -12,58 +12,26 @@ import json
 
 import torch
 import torch.nn.functional as F
+from rl_helpers import DigitTask, digit_rl_cfg
+from tiny_models import toy_token_nano
 
-from arcforge.model.checkpoint import init_model
-from arcforge.model.presets import build_config
 from arcforge.rl.losses import POLICY_LOSSES
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.stages.rl import RLStageCfg
-from arcforge.train.rl import PromptStream, RLPrompt, collect_rollouts, train_rl
-from arcforge.types import Reward, Task, Validation
+from arcforge.rollout.engine import LocalEngine
+from arcforge.train.rl import PromptStream, collect_rollouts, train_rl
+from arcforge.types import Reward
 
 PAD, BOS, END, SEP, D0, V = 0, 1, 2, 3, 10, 24
-
-
-def answer(a: int) -> int:
-    return D0 + (3 * a + 1) % 10
-
-
-def toy_prompts() -> list[RLPrompt]:
-    return [
-        RLPrompt(
-            [BOS, D0 + a, SEP],
-            Task(f"t{a}", "math", str(a), validation=Validation(answer=str(answer(a)))),
-        )
-        for a in range(10)
-    ]
-
-
-def toy_scorer(prompts, comps):
-    return [
-        Reward(float(c.token_ids == [int(p.task.validation.answer), END]))
-        for p, c in zip(prompts, comps)
-    ]
+TASK = DigitTask(bos=BOS, sep=SEP, end=END, digit0=D0)
 
 
 def format_sft(seed: int = 0, steps: int = 40, p_correct: float = 0.0) -> torch.nn.Module:
     """A nano model that replies [digit, END]: the right digit with SFT data share
     `p_correct`, a random one otherwise (p_correct=0: format only)."""
     torch.manual_seed(seed)
-    conf = build_config(
-        "nano",
-        vocab_size=V,
-        max_position_embeddings=16,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=END,
-    )
-    model = init_model(conf, seed=seed)
+    model = toy_token_nano(V, pad=PAD, bos=BOS, eos=END, seed=seed)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(steps):
-        a, d = torch.randint(10, (64,)), torch.randint(10, (64,))
-        d = torch.where(torch.rand(64) < p_correct, (3 * a + 1) % 10, d)
-        x = torch.stack([torch.full_like(a, BOS), D0 + a, torch.full_like(a, SEP), D0 + d], 1)
-        y = torch.stack([torch.full_like(a, -100)] * 2 + [D0 + d, torch.full_like(a, END)], 1)
+        x, y = TASK.sft_batch(p_correct)
         loss = F.cross_entropy(model(input_ids=x).logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -71,34 +39,21 @@ def format_sft(seed: int = 0, steps: int = 40, p_correct: float = 0.0) -> torch.
     return model.eval()
 
 
-def pass_rate(model, n: int = 16) -> float:
-    eng = LocalEngine(model, pad_token_id=PAD)
-    ps = toy_prompts()
-    outs = eng.generate(
-        [p.ids for p in ps],
-        SamplingParams(max_new_tokens=3, temperature=1.0, stop_token_ids=(END,), seed=999, n=n),
-    )
-    return sum(r.score for r in toy_scorer([p for p in ps for _ in range(n)], outs)) / len(outs)
+def pass_rate(model) -> float:
+    return TASK.pass_rate(LocalEngine(model, pad_token_id=PAD))
 
 
-def cfg(**kw) -> RLStageCfg:
-    base = dict(
-        name="rl",
-        kind="rl",
-        sources=[{"source": "world:reasoning"}],
-        steps=12,
-        prompts_per_step=8,
-        group_size=8,
-        temperature=1.0,
-        max_new_tokens=3,
-        micro_batch=32,
-        optim={"lr": 1e-3, "warmup_steps": 0, "min_lr_ratio": 1.0, "weight_decay": 0.0},
+def train_toy(model, c, out, **kw) -> tuple[list[dict], LocalEngine]:
+    """train_rl of `model` on the toy task with `c`, writing to `out`: (rows, its engine)."""
+    engine = LocalEngine(model, pad_token_id=PAD)
+    rows = train_rl(
+        model, engine, TASK.prompts(), TASK.score, c, out, pad_id=PAD, stop_ids=[END], **kw
     )
-    return RLStageCfg.model_validate({**base, **kw})
+    return rows, engine
 
 
 def test_prompt_stream_is_a_permutation_per_epoch():
-    ps = toy_prompts()
+    ps = TASK.prompts()
     s = PromptStream(ps, seed=3)
     first = [p.task.id for p in s.take(0, 10)]
     assert sorted(first) == sorted(p.task.id for p in ps)  # every prompt once per epoch
@@ -117,8 +72,8 @@ def test_collect_drops_uniform_groups_refills_and_masks_overlong():
             for p, c in zip(prompts, comps)
         ]
 
-    c = cfg(prompts_per_step=4, max_new_tokens=2, max_refill_tries=3)
-    ro = collect_rollouts(eng, PromptStream(toy_prompts(), 0), 0, scorer, c, 0, [END], PAD)
+    c = digit_rl_cfg(prompts_per_step=4, max_new_tokens=2, max_refill_tries=3)
+    ro = collect_rollouts(eng, PromptStream(TASK.prompts(), 0), 0, scorer, c, 0, [END], PAD)
     n = ro.counts
     # each refill draws only the missing groups as fresh prompts from the cursor
     kept = n["groups_sampled"] - n["dropped_uniform"]
@@ -138,10 +93,7 @@ def test_collect_drops_uniform_groups_refills_and_masks_overlong():
 def test_rl_raises_pass_rate_from_reward_alone(tmp_path):
     model = format_sft(steps=60, p_correct=0.4)
     before = pass_rate(model)
-    eng = LocalEngine(model, pad_token_id=PAD)
-    rows = train_rl(
-        model, eng, toy_prompts(), toy_scorer, cfg(steps=25), tmp_path, pad_id=PAD, stop_ids=[END]
-    )
+    rows, eng = train_toy(model, digit_rl_cfg(steps=25), tmp_path)
     after = pass_rate(model)  # measured at T=1 on fresh seeds, with the trainer's weights
     assert before < 0.45 and after > before + 0.2, (before, after)
     assert eng.version == 25 and rows[-1]["engine_version"] == 25
@@ -160,37 +112,15 @@ def test_rl_raises_pass_rate_from_reward_alone(tmp_path):
 
 
 def test_rl_resume_repeats_no_prompt_and_matches_uninterrupted(tmp_path):
-    c = cfg(steps=4, checkpoint_every=100)
+    c = digit_rl_cfg(steps=4, checkpoint_every=100)
     ref_model = format_sft(steps=15)
     model = format_sft(steps=15)
-    ref_rows = train_rl(
-        ref_model,
-        LocalEngine(ref_model, pad_token_id=PAD),
-        toy_prompts(),
-        toy_scorer,
-        c,
-        tmp_path / "a",
-        pad_id=PAD,
-        stop_ids=[END],
-    )
-    train_rl(
-        model,
-        LocalEngine(model, pad_token_id=PAD),
-        toy_prompts(),
-        toy_scorer,
-        c,
-        tmp_path / "b",
-        pad_id=PAD,
-        stop_ids=[END],
-        stop_after=2,
-    )
+    ref_rows, _ = train_toy(ref_model, c, tmp_path / "a")
+    train_toy(model, c, tmp_path / "b", stop_after=2)
     state = json.loads((tmp_path / "b" / "state" / "trainer.json").read_text())
     assert state["step"] == 2 and state["engine_version"] == 2 and state["cursor"] >= 16
     fresh = format_sft(steps=15)  # a new process would start from the init checkpoint
-    eng = LocalEngine(fresh, pad_token_id=PAD)
-    rows = train_rl(
-        fresh, eng, toy_prompts(), toy_scorer, c, tmp_path / "b", pad_id=PAD, stop_ids=[END]
-    )
+    rows, eng = train_toy(fresh, c, tmp_path / "b")
     assert [r["step"] for r in rows] == [3, 4] and eng.version == 4
     for a, b in zip(ref_rows[2:], rows):
         assert a["reward_mean"] == b["reward_mean"] and a["groups_sampled"] == b["groups_sampled"]

@@ -4,11 +4,12 @@ shapes; no mutant can hang; the same source always gives the same candidates."""
 import ast
 
 import pytest
+from fixture_sources import CLAMP, DOUBLE_BUMP_COMBO
 
 from arcforge.world.codelib import load_source
 from arcforge.world.mutations import KINDS, mutations
 
-SRC = '''"""Small helpers (docstrings may hold non-ASCII text: café)."""
+SRC = f'''"""Small helpers (docstrings may hold non-ASCII text: café)."""
 
 
 def total_above(xs, t=0):
@@ -20,14 +21,7 @@ def total_above(xs, t=0):
     return total
 
 
-def clamp(x, lo, hi):
-    """x limited to [lo, hi]."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
+{CLAMP}
 
 def biggest_word(s, sep=" "):
     """The longest of the sep-separated words of s, upper-cased, and the first two sorted."""
@@ -39,22 +33,7 @@ def biggest_word(s, sep=" "):
     return best.upper(), sorted(words)[:2], max(len(w) for w in words)
 
 
-def double(x):
-    """2x."""
-    return x + x
-
-
-def bump(x):
-    """x + 1."""
-    return x + 1
-
-
-def combo(x):
-    """double(x) + bump(x)."""
-    first = double(x)
-    second = bump(x)
-    return first - second
-
+{DOUBLE_BUMP_COMBO.replace("return first + second", "return first - second")}
 
 def gap(a, b):
     """a - b."""

@@ -58,16 +58,8 @@ def test_answers_match_tasks(world):
 
 
 def test_demo_counts_are_configurable():
-    counts = DemoCounts(
-        reasoning=3,
-        reasoning_no_think=2,
-        tool=4,
-        tool_correction=2,
-        chat=1,
-        code=1,
-        terminal=1,
-        swe=1,
-    )
+    one_each = dict.fromkeys(["chat", "code", "terminal", "swe"], 1)
+    counts = DemoCounts(reasoning=3, reasoning_no_think=2, tool=4, tool_correction=2, **one_each)
     w = build_world(WorldConfig(seed=5, scale=0.05, demos=counts))
     # scale 0.05 shrinks counts but never below 1 per kind
     kinds = [d.kind for d in w.sft_demos()]

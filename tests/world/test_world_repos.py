@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from fixture_sources import DOUBLE_BUMP_COMBO
+
 from arcforge.world.bugtests import passes
 from arcforge.world.codelib import call_repr, load_source
 from arcforge.world.mutations import KINDS
@@ -149,25 +151,7 @@ def test_issue_text_reports_a_real_symptom(world):
         assert not {"hidden_tests", "original", "fix_diff"} & set(task.context["bug"])
 
 
-HELPERS = '''"""Numbers."""
-
-
-def double(x):
-    """Return 2x."""
-    return x + x
-
-
-def bump(x):
-    """Return x + 1."""
-    return x + 1
-
-
-def combo(x):
-    """Return double(x) plus bump(x)."""
-    first = double(x)
-    second = bump(x)
-    return first + second
-'''
+HELPERS = '"""Numbers."""\n\n\n' + DOUBLE_BUMP_COMBO
 
 
 def _helpers_repo() -> Repo:
