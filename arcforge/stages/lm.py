@@ -7,8 +7,9 @@ of a local git repository. Optional synthetic copy rows (arcforge/data/copy_rows
 first phase (`copy_warmup_steps`) and/or part of every batch (`copy_rows`).
 
 Options: `mtp:` trains a multi-token-prediction head beside the model (arcforge.model.mtp; it
-continues the init checkpoint's head when there is one) and saves it as `mtp.safetensors` in
-the checkpoint; `dsa:` (mid-training, models with DSA indexers) runs DSA's dense warm-up and
+continues the init checkpoint's head when there is one), optionally self-distils it on the
+model's own greedy text (`mtp.align_steps`), and saves it as `mtp.safetensors` in the
+checkpoint; `dsa:` (mid-training, models with DSA indexers) runs DSA's dense warm-up and
 sparse phases (arcforge.train.dsa) after the context schedule, on the last phase's batches,
 logging to `dsa_metrics.jsonl`; `trainer: {backend: fsdp2}` shards the training over torchrun
 ranks (arcforge.train.fsdp), rank 0 writing the stage's files.
@@ -33,7 +34,7 @@ from arcforge.data.sources import Record, load_records
 from arcforge.errors import UserError
 from arcforge.metrics import JsonlSink
 from arcforge.model.checkpoint import set_max_positions, set_rope_theta
-from arcforge.model.mtp import MTPHead, has_mtp, load_mtp, save_mtp
+from arcforge.model.mtp import MTPHead, align_mtp, has_mtp, load_mtp, save_mtp
 from arcforge.stages.common import RunContext, is_main_rank, model_for_stage
 from arcforge.train.dsa import DsaCfg, DsaResult, dsa_attentions, run_dsa_phases
 from arcforge.train.fsdp import TrainerCfg, export_hf
@@ -54,6 +55,10 @@ class MTPCfg(Strict):
 
     draft_steps: int = Field(2, ge=1)  # depths trained = speculative draft tokens per round
     weight: float = Field(0.3, ge=0)  # lambda: loss = LM + lambda * MTP
+    # after training, self-distil the head on the model's own greedy continuations of
+    # training-batch prefixes (arcforge.model.mtp.align_mtp; raises speculative acceptance)
+    align_steps: int = Field(0, ge=0)
+    align_lr: float = Field(1e-3, gt=0)
 
 
 class LMStageCfg(StageCfg):
@@ -182,6 +187,9 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         run_name=f"{ctx.cfg.name}/{stage.name}",
     )
     dsa = _dsa_phases(stage, model, phases[-1], out) if stage.dsa else None
+    align = None
+    if mtp is not None and stage.mtp.align_steps:
+        align = _align_mtp(stage.mtp, model, mtp, phases[-1], tok.pad_token_id, stage.seed)
     final_held = heldout_loss(model, held)
     export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
     if mtp is not None:  # after the export, which replaces the directory
@@ -191,6 +199,8 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     extra = {}
     if dsa is not None:
         extra = {"dsa_warmup_kl": _ends(dsa.warmup_kl), "dsa_sparse_kl": _ends(dsa.sparse_kl)}
+    if align is not None:
+        extra["mtp_align_kl"] = _ends(align)
     return {
         "steps": res.steps,
         "final_loss": res.final_loss,
@@ -201,6 +211,34 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         "curation": curation,
         **extra,
     }
+
+
+ALIGN_PROMPTS, ALIGN_PREFIX = 64, 16  # greedy continuations the MTP head is aligned on
+
+
+def _align_mtp(
+    cfg: MTPCfg, model: torch.nn.Module, mtp: MTPHead, phase: Phase, pad_id: int, seed: int
+) -> list[float]:
+    """`align_mtp` on the model's greedy continuations of `ALIGN_PROMPTS` prefixes of the last
+    phase's training rows, as long as those rows; returns the per-step KL."""
+    from arcforge.rollout.engine import LocalEngine, SamplingParams  # engine: above stages
+
+    prefixes: list[list[int]] = []
+    step = 0
+    while len(prefixes) < ALIGN_PROMPTS:
+        ids = phase.batch_fn(step)  # (B, T+1) packed training tokens
+        prefixes += [row[:ALIGN_PREFIX].tolist() for row in ids[:, :-1]]
+        step += 1
+    length = ids.shape[1] - 1
+    outs = LocalEngine(model, pad_token_id=pad_id).generate(
+        prefixes[:ALIGN_PROMPTS], SamplingParams(length - ALIGN_PREFIX, temperature=0.0)
+    )
+    seqs = [p + o.token_ids for p, o in zip(prefixes, outs)]
+    width = min(len(x) for x in seqs)
+    if width < 3:
+        raise UserError(f"mtp.align_steps: greedy continuations of {width} tokens are too short")
+    data = torch.tensor([x[:width] for x in seqs])  # (ALIGN_PROMPTS, width)
+    return align_mtp(model, mtp, data, cfg.align_steps, lr=cfg.align_lr, seed=seed)
 
 
 def _mtp_head(ctx: RunContext, stage: LMStageCfg, model: torch.nn.Module) -> MTPHead | None:

@@ -34,7 +34,7 @@ def tiny_glm5_config(run_dir: Path) -> dict:
     pre["optim"] = {"lr": 3e-3, "warmup_steps": 1, "moe_bias_gamma": 1e-3}
     mid.update(tokens_per_batch=512, checkpoint_every=100, heldout_docs=4, heldout_every=100)
     mid["context_schedule"] = [{"seq_len": 128, "tokens": 2 * 512, "rope_theta": 10000}]
-    mid.update(mtp={"draft_steps": 3}, dsa=DSA)
+    mid.update(mtp={"draft_steps": 3, "align_steps": 8, "align_lr": 3e-3}, dsa=DSA)
     raw["stages"] = [pre, mid]
     return raw
 
@@ -74,6 +74,12 @@ def test_mtp_head_is_saved_beside_weights_that_transformers_loads(glm5_run):
     a = load_mtp(glm5_run / "pretrain" / "checkpoint").state_dict()
     b = load_mtp(glm5_run / "midtrain" / "checkpoint").state_dict()
     assert a.keys() == b.keys() and any(not a[k].equal(b[k]) for k in a)
+
+
+def test_mtp_alignment_runs_after_midtraining_and_its_kl_falls(glm5_run):
+    first, last = json.loads((glm5_run / "midtrain" / "DONE").read_text())["mtp_align_kl"]
+    assert last < first  # the head moves toward the model's own distribution
+    assert "mtp_align_kl" not in json.loads((glm5_run / "pretrain" / "DONE").read_text())
 
 
 def test_moe_balancer_stats_and_tensorboard_sink(glm5_run):
