@@ -13,7 +13,7 @@ T=1 (seeded). Both use the HF forward with a DynamicCache (GLM-5 has no lean dec
 After a warm-up, each round decodes every prompt with plain then speculative back to back;
 speeds are medians over rounds and the ratio is the median of per-round ratios (paired, so
 load from other processes on a shared machine hits both sides alike).
-Then the MTP head is self-distilled (`align_mtp`, `--align-steps`, 100 by default): KL to the
+Then the MTP head is self-distilled (`align_on_own_text`, `--align-steps`, 100 by default): KL to the
 model's own next-token distribution on its greedy continuations of training prefixes, the main
 model frozen; the greedy draft acceptance is printed before and after.
 Mean acceptance length is the tokens emitted per target verify forward (k+1 at most).
@@ -36,9 +36,10 @@ import torch
 
 from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model, load_model, save_checkpoint
-from arcforge.model.mtp import MTPHead, align_mtp, load_mtp, mtp_loss, save_mtp
+from arcforge.model.mtp import MTPHead, load_mtp, mtp_loss, save_mtp
 from arcforge.model.presets import build_config
 from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.spec_decode import align_on_own_text
 from arcforge.train.lm import heldout_loss, train_lm
 from arcforge.train.loop import Phase
 from arcforge.world import WorldConfig, build_world
@@ -115,20 +116,14 @@ def greedy_acceptance(model, mtp, prompts, draft_steps: int) -> float:
 
 
 def align(args, model, mtp, rows: torch.Tensor) -> None:
-    """Self-distil the MTP head (`align_mtp`) on the model's greedy continuations of 16-byte
-    prefixes of training rows (never the held-out prompts)."""
+    """Self-distil the MTP head (`align_on_own_text`) on the model's greedy continuations of
+    16-byte prefixes of training rows (never the held-out prompts)."""
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(1)
     starts = [r[:16].tolist() for r in rows[torch.randperm(len(rows), generator=g)[:64]]]
-    outs = LocalEngine(model, pad_token_id=PAD).generate(
-        starts, SamplingParams(SEQ - 16, temperature=0.0)
-    )
-    seqs = [s + o.token_ids for s, o in zip(starts, outs)]
-    width = min(len(x) for x in seqs)
-    data = torch.tensor([x[:width] for x in seqs])  # (64, width)
-    losses = align_mtp(model, mtp, data, steps=args.align_steps, lr=1e-3)
+    losses = align_on_own_text(model, mtp, starts, SEQ, PAD, args.align_steps, lr=1e-3)
     print(
-        f"aligned the MTP head: {args.align_steps} steps on {len(data)} greedy continuations "
+        f"aligned the MTP head: {args.align_steps} steps on {len(starts)} greedy continuations "
         f"of training prefixes in {time.perf_counter() - t0:.0f} s, KL {losses[0]:.3f} -> "
         f"{statistics.mean(losses[-10:]):.3f}"
     )

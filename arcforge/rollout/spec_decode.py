@@ -22,6 +22,9 @@ hidden state at j with token j+1; draft steps 2..k feed the head's own output in
 target's hidden state, so those entries are cropped after each round and rebuilt from the true
 hidden states of the accepted tokens at the start of the next.
 
+`align_on_own_text` fits the MTP head to the target on the target's own greedy text (the
+self-distillation of arcforge.model.mtp.align_mtp), which raises acceptance.
+
 Deliberate simplification: rows decode one at a time (batch 1): rows of a batch accept different
 numbers of drafts, and ragged per-row caches would cost more code than this module. It is a
 latency option; batched throughput stays with the plain decoder.
@@ -32,17 +35,14 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from transformers import DynamicCache
 
-from arcforge.model.mtp import MTPHead
+from arcforge.model.mtp import MTPHead, align_mtp
 from arcforge.rollout.decoder import _quantize_int8
-
-if TYPE_CHECKING:
-    from arcforge.rollout.engine import SamplingParams
+from arcforge.rollout.engine import LocalEngine, SamplingParams
 
 Row = tuple[list[int], list[float], str]  # token ids, target logprobs, finish reason
 
@@ -231,3 +231,32 @@ class SpecDecoder:
             h_last, x = hv[:, n : n + 1], extra
         finish = "stop" if toks[-1] in stop else "length"
         return toks, lps, finish
+
+
+def align_on_own_text(
+    model: nn.Module,
+    mtp: MTPHead,
+    prefixes: list[list[int]],
+    length: int,
+    pad_id: int,
+    steps: int,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> list[float]:
+    """Self-distil `mtp` (`align_mtp`) on `model`'s greedy continuations of `prefixes`, each
+    decoded to `length` tokens in all (cut to the shortest when one stops early): the text the
+    head will be asked to draft. Returns the per-step KL.
+
+    Raises:
+        ValueError: the continuations are too short to train on (under 3 tokens).
+    """
+    new = max(1, length - min(map(len, prefixes)))
+    outs = LocalEngine(model, pad_token_id=pad_id).generate(
+        prefixes, SamplingParams(new, temperature=0.0)
+    )
+    seqs = [prefix + out.token_ids for prefix, out in zip(prefixes, outs)]
+    width = min(length, *map(len, seqs))
+    if width < 3:
+        raise ValueError(f"greedy continuations of {width} tokens are too short to align on")
+    data = torch.tensor([seq[:width] for seq in seqs])  # (N, width)
+    return align_mtp(model, mtp, data, steps, lr=lr, seed=seed)

@@ -34,7 +34,8 @@ from arcforge.data.sources import Record, load_records
 from arcforge.errors import UserError
 from arcforge.metrics import JsonlSink
 from arcforge.model.checkpoint import set_max_positions, set_rope_theta
-from arcforge.model.mtp import MTPHead, align_mtp, has_mtp, load_mtp, save_mtp
+from arcforge.model.mtp import MTPHead, has_mtp, load_mtp, save_mtp
+from arcforge.rollout.spec_decode import align_on_own_text
 from arcforge.stages.common import RunContext, is_main_rank, model_for_stage
 from arcforge.train.dsa import DsaCfg, DsaResult, dsa_attentions, run_dsa_phases
 from arcforge.train.fsdp import TrainerCfg, export_hf
@@ -189,7 +190,7 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     dsa = _dsa_phases(stage, model, phases[-1], out) if stage.dsa else None
     align = None
     if mtp is not None and stage.mtp.align_steps:
-        align = _align_mtp(stage.mtp, model, mtp, phases[-1], tok.pad_token_id, stage.seed)
+        align = _align_mtp(stage, model, mtp, phases[-1], tok.pad_token_id)
     final_held = heldout_loss(model, held)
     export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
     if mtp is not None:  # after the export, which replaces the directory
@@ -217,28 +218,30 @@ ALIGN_PROMPTS, ALIGN_PREFIX = 64, 16  # greedy continuations the MTP head is ali
 
 
 def _align_mtp(
-    cfg: MTPCfg, model: torch.nn.Module, mtp: MTPHead, phase: Phase, pad_id: int, seed: int
+    stage: LMStageCfg, model: torch.nn.Module, mtp: MTPHead, phase: Phase, pad_id: int
 ) -> list[float]:
-    """`align_mtp` on the model's greedy continuations of `ALIGN_PROMPTS` prefixes of the last
-    phase's training rows, as long as those rows; returns the per-step KL."""
-    from arcforge.rollout.engine import LocalEngine, SamplingParams  # engine: above stages
-
+    """`align_on_own_text` from `ALIGN_PROMPTS` prefixes of the last phase's training rows, as
+    long as those rows; returns the per-step KL."""
     prefixes: list[list[int]] = []
     step = 0
     while len(prefixes) < ALIGN_PROMPTS:
         ids = phase.batch_fn(step)  # (B, T+1) packed training tokens
         prefixes += [row[:ALIGN_PREFIX].tolist() for row in ids[:, :-1]]
         step += 1
-    length = ids.shape[1] - 1
-    outs = LocalEngine(model, pad_token_id=pad_id).generate(
-        prefixes[:ALIGN_PROMPTS], SamplingParams(length - ALIGN_PREFIX, temperature=0.0)
-    )
-    seqs = [p + o.token_ids for p, o in zip(prefixes, outs)]
-    width = min(len(x) for x in seqs)
-    if width < 3:
-        raise UserError(f"mtp.align_steps: greedy continuations of {width} tokens are too short")
-    data = torch.tensor([x[:width] for x in seqs])  # (ALIGN_PROMPTS, width)
-    return align_mtp(model, mtp, data, cfg.align_steps, lr=cfg.align_lr, seed=seed)
+    cfg = stage.mtp
+    try:
+        return align_on_own_text(
+            model,
+            mtp,
+            prefixes[:ALIGN_PROMPTS],
+            ids.shape[1] - 1,
+            pad_id,
+            cfg.align_steps,
+            lr=cfg.align_lr,
+            seed=stage.seed,
+        )
+    except ValueError as err:
+        raise UserError(f"stage {stage.name!r}: mtp.align_steps: {err}") from None
 
 
 def _mtp_head(ctx: RunContext, stage: LMStageCfg, model: torch.nn.Module) -> MTPHead | None:

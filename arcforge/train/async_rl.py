@@ -33,6 +33,7 @@ version number.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,6 +46,7 @@ from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.orchestrator import Batch, Orchestrator
 from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.on_policy import optimizer_step
 from arcforge.train.optim import Optimizer
 from arcforge.train.resume import TrainerState
 from arcforge.train.rl import policy_backward
@@ -155,17 +157,11 @@ def train_step(
     Returns:
         updated (1.0 when the weights moved), loss, grad_norm and the loss's stats.
     """
-    for g in opt.param_groups:
-        g["lr"] = lr_at(step, cfg.steps, cfg.optim)
-    opt.zero_grad(set_to_none=True)
     stats: dict[str, float] = {"updated": float(has_signal(tb)), "loss": 0.0, "grad_norm": 0.0}
     if stats["updated"]:
         temperature = cfg.temperature if cfg.tempered_logprobs else 1.0
-        stats.update(policy_backward(model, tb, cfg, temperature=temperature))
-        stats["grad_norm"] = float(
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
-        )
-        opt.step()
+        backward = partial(policy_backward, model, tb, cfg, temperature=temperature)
+        stats.update(optimizer_step(model, opt, cfg, step, backward))
     return stats
 
 
@@ -279,7 +275,7 @@ def train_async_rl(
                     "idle_frac": waited / max(1e-9, wall),
                     "trajectories_per_s": n_trajs / max(1e-9, wall),
                     "trained_tokens": tb.n_tokens,
-                    "lr": opt.param_groups[0]["lr"],
+                    "lr": lr_at(step, cfg.steps, cfg.optim),
                     **stats,
                 }
                 rows.append(row)

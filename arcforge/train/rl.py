@@ -50,7 +50,7 @@ from arcforge.config import LossCfg, OptimCfg
 from arcforge.data.sources import Record
 from arcforge.device import model_device, to_device
 from arcforge.metrics import LoggingCfg
-from arcforge.model.moe import RoutingRecord, replay_routing, routers
+from arcforge.model.moe import RoutingRecord, replay_routing
 from arcforge.progress import progress
 from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
@@ -357,13 +357,9 @@ def policy_backward(
     return stats
 
 
-def _check_replay(model: torch.nn.Module, engine: Engine) -> None:
-    """Raise unless routing replay can run: an MoE policy and an engine recording routing."""
-    if not routers(model):
-        kind = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
-        raise ValueError(
-            f"routing_replay needs a policy with MoE routers (a glm5-* preset); {kind} has none"
-        )
+def _check_replay(engine: Engine) -> None:
+    """Raise unless the engine records routing (a LocalEngine with `record_routing`, which it
+    only accepts for a model with MoE routers)."""
     if not getattr(engine, "records_routing", False):
         raise ValueError(
             f"routing_replay needs the LocalEngine recording routing (record_routing=True, "
@@ -400,7 +396,7 @@ def train_rl(
         the metric rows logged by this call.
     """
     if getattr(cfg, "routing_replay", False):
-        _check_replay(model, engine)
+        _check_replay(engine)
     stream = PromptStream(prompts, cfg.seed)
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     opt, state, sink = open_policy_run(model, engine, cfg.optim, out_dir, logging, run_name)
