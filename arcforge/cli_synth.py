@@ -88,12 +88,16 @@ def swe_cmd(
     timeout: float = typer.Option(300, help="Seconds per pytest run."),
     seed: int = typer.Option(0, help="Seed of the mutant choice."),
     backend: str = typer.Option("bwrap", help="Sandbox backend."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Exit 0 even when every candidate is dropped."
+    ),
     llm_url: str = LLMUrl,
     llm_model: str = LLMModel,
     llm_key_env: str = LLMKey,
 ) -> None:
     """SWE-bench instances from a git repo: fix commits (one, a range, or the newest), SWE-bench
-    records, or synthetic bugs. Reruns into the same --out resume (--fresh recomputes)."""
+    records, or synthetic bugs. Reruns into the same --out resume (--fresh recomputes).
+    Exits 1, saying why on stderr, when every candidate is dropped (unless --allow-empty)."""
     from arcforge.envs.swe_venv import InstallSpec
     from arcforge.synth import swe_git as G
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs, synthesize_from_repo
@@ -148,6 +152,27 @@ def swe_cmd(
     if (out / "drops.jsonl").is_file():
         res["drops"] = str(out / "drops.jsonl")
     typer.echo(json.dumps(res))
+    if not recs and not allow_empty:
+        _explain_empty(out)
+        raise typer.Exit(1)
+
+
+def _explain_empty(out: Path) -> None:
+    """Why no instance came out: each drop reason with its count, on stderr."""
+    reasons: dict[str, int] = {}
+    drops = out / "drops.jsonl"
+    for line in drops.read_text().splitlines() if drops.is_file() else []:
+        try:
+            why = str(json.loads(line).get("reason", "unknown"))[:200]
+        except json.JSONDecodeError:
+            continue
+        reasons[why] = reasons.get(why, 0) + 1
+    typer.echo("no instance: every candidate was dropped", err=True)
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        typer.echo(f"- {n} x {why}", err=True)
+    if not reasons:
+        typer.echo("- no candidate fix commit was found", err=True)
+    typer.echo("(--allow-empty exits 0 instead)", err=True)
 
 
 def _lines(path: Path | None) -> list[str]:

@@ -11,8 +11,16 @@ under --root (this script does not fetch):
    By-hand F2P = tests failing (or missing) before and passing after.
 Prints a markdown table (repo, commit, outcome, oracle/empty, F2P agreement) and the totals.
 
+With `--draw N --seed S --mirrors DIR[,DIR...]` the commits are drawn instead: each mirror (a
+git dir, e.g. from the `fetch` tool) is cloned under --root, its candidate fixes are the newest
+300 non-merge first-parent commits that change both a test file (under tests/ or test/) and a
+Python file outside them, and N commits are drawn from each with random.Random(S); the list
+(with the by-hand installs of BY_HAND) is written to --list and then run.
+
 Usage: python benchmarks/swe_real_commits.py --root /tmp/swe_real [--list FILE] [--out DIR]
        [--runs 1] [--only REPO]
+       python benchmarks/swe_real_commits.py --root /tmp/swe_draw --list /tmp/drawn.json
+       --draw 4 --seed 62 --mirrors /work/.mirror/python-attrs+attrs/repo,...
 """
 
 from __future__ import annotations
@@ -28,6 +36,43 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCFORGE = [str(Path(sys.executable).parent / "arcforge")]
+
+
+# what a person types to install each drawn repository for its tests (from its pyproject)
+BY_HAND = {
+    "attrs": ["-e", ".[tests]"],
+    "click": ["-e", ".", "pytest"],
+    "tomlkit": ["-e", ".", "pytest", "PyYAML"],
+    "jaraco.functools": ["-e", ".[test]"],
+    "anyio": ["-e", ".[test]"],
+}
+
+
+def draw(mirrors: list[str], n: int, seed: int, root: Path) -> dict:
+    """Clone each mirror under `root` and draw `n` candidate fix commits from it."""
+    import random
+
+    spec: dict = {"about": f"drawn with random.Random({seed})", "repos": {}, "commits": []}
+    for mirror in mirrors:
+        name = Path(mirror).parent.name.split("+", 1)[-1]
+        clone = root / name
+        if not clone.exists():
+            sh(["git", "clone", "-q", mirror, str(clone)])
+        log = sh(
+            ["git", "log", "--no-merges", "--first-parent", "-n", "300", "--format=%H"], clone
+        ).stdout.split()
+        cands = []
+        for h in log:
+            files = sh(["git", "diff-tree", "--no-commit-id", "--name-only", "-r", h], clone)
+            names = files.stdout.split()
+            tests = [f for f in names if f.split("/")[0] in ("tests", "test")]
+            code = [f for f in names if f.endswith(".py") and f not in tests]
+            if tests and code:
+                cands.append(h[:10])
+        spec["repos"][name] = {"url": mirror, "by_hand": BY_HAND.get(name, ["-e", "."])}
+        picked = random.Random(seed).sample(cands, min(n, len(cands)))
+        spec["commits"] += [{"repo": name, "commit": c} for c in picked]
+    return spec
 
 
 def sh(
@@ -139,6 +184,7 @@ def one(repo: Path, commit: str, by_hand: list[str], out: Path, runs: int, work:
             "--runs",
             str(runs),
             "--fresh",
+            "--allow-empty",  # a dropped commit is a row of the table, not an error
         ]
     )
     if res.returncode:
@@ -179,7 +225,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "swe_real_out")
     ap.add_argument("--runs", type=int, default=1, help="Test runs per state (synth --runs).")
     ap.add_argument("--only", default="", help="Only these repositories (comma-separated).")
+    ap.add_argument("--draw", type=int, default=0, help="Draw N commits per mirror.")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mirrors", default="", help="Git dirs to draw from (comma-separated).")
     args = ap.parse_args()
+    if args.draw:
+        args.root.mkdir(parents=True, exist_ok=True)
+        spec = draw(args.mirrors.split(","), args.draw, args.seed, args.root)
+        args.list.write_text(json.dumps(spec, indent=1))
     spec = json.loads(args.list.read_text())
     work = args.out / "by-hand"
     work.mkdir(parents=True, exist_ok=True)

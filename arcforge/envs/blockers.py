@@ -20,6 +20,10 @@ REMEDIES = (
     (r"USER ", "drop the USER line: the sandbox runs every command as root"),
     (r"--from", "build the stage's output into the context and COPY it from there"),
     (
+        r"exceeds this machine",
+        "run it on a machine with the task's cores and memory, or raise its timeouts",
+    ),
+    (
         r"base image .* (not a stock|no Debian stand-in)",
         "use a python, debian or ubuntu base image (the sandbox builds it from Debian packages)",
     ),
@@ -69,3 +73,24 @@ def remedy(reason: str) -> str:
         if m := re.search(pattern, reason):
             return fix.format(*m.groups())
     return "see the reason; the task runs once it is resolved"
+
+
+# The blockers Docker itself could not get past on this machine, by class: a refusal that names
+# none of them is a gap in arcforge, not in the machine.
+BLOCKER_CLASSES = (
+    ("gpu", r"needs a GPU|nvidia|cuda"),
+    ("network", r"network access|downloads at solve time|needs the network|not a package registry"),
+    ("services", r"needs (services|a service|a running service)|privileged container"),
+    ("qemu", r"needs QEMU|KVM"),
+    ("non-debian base", r"no Debian stand-in|not a stock|cannot be pulled here"),
+    ("missing large file", r"large file|Git LFS|git-annex"),
+    ("resources", r"exceeds this machine"),
+)
+
+
+def blocker_class(reason: str) -> str | None:
+    """Which of BLOCKER_CLASSES a reason belongs to (None: a gap arcforge should close)."""
+    for name, pattern in BLOCKER_CLASSES:
+        if re.search(pattern, reason, re.I):
+            return name
+    return None

@@ -12,6 +12,7 @@ synthesis (oracle passes, empty fails) and the acceptance check for imported tas
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from arcforge.envs.swe_repo_env import task_env
 from arcforge.envs.swe_venv import EnvBuildError
 from arcforge.envs.terminal_env import format_exec
 from arcforge.sandbox import SandboxError
+from arcforge.sandbox.rootfs_build import NET_FAILURE
 from arcforge.types import Task
 from arcforge.world.repos import Repo
 
@@ -62,7 +64,21 @@ def _swebench_instance(rec: dict[str, Any]) -> Task:
 
 def _solve_terminal(env: Any, task: Task, solution: str) -> dict[str, Any]:
     res = env.run_script(solution)
-    return {"solution_exit_code": res.exit_code, "solution_output": format_exec(res)[-1000:]}
+    out = {"solution_exit_code": res.exit_code, "solution_output": format_exec(res)[-1000:]}
+    line = _net_line(res.stdout + res.stderr)
+    if line and not LOCAL.search(line):  # (a local service refusing is no network need)
+        out["network_failure"] = line[:200]
+    return out
+
+
+LOCAL = re.compile(r"localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0")
+
+
+def _net_line(text: str) -> str:
+    """The first output line showing a network failure, preferring a remote host's."""
+    lines = [ln.strip() for ln in text.splitlines() if NET_FAILURE.search(ln)]
+    remote = [ln for ln in lines if not LOCAL.search(ln)]
+    return (remote or lines or [""])[0]
 
 
 def _solve_swe(env: Any, task: Task, solution: str) -> dict[str, Any]:
@@ -132,6 +148,20 @@ def check_task(
         if script:
             details.update(solve(env, task, script))
         reward = env.verify()
+        if mode == "oracle" and reward.score < 1.0 and details.get("network_failure"):
+            details["unsupported"] = [
+                "needs network access at solve time: the reference solution reached for the "
+                f"network, which episodes do not have ({details['network_failure']})"
+            ]
+        test_out = str(reward.details.get("output", ""))
+        if reward.score < 1.0 and task.kind == "terminal" and (line := _net_line(test_out)):
+            details.setdefault("unsupported", []).append(
+                "needs network access at test time: the verifier reached for the network, "
+                f"which episodes do not have ({line[:200]})"
+                if not LOCAL.search(line)
+                else "the solution's daemon is gone at test time: an episode keeps no process "
+                f"alive after the command that started it ({line[:200]})"
+            )
     except SandboxError as err:
         return {"reward": 0.0, "details": {"task": task.id, "error": f"sandbox: {err}"}}
     finally:

@@ -375,6 +375,8 @@ def import_terminal_bench(root: str | Path, container: bool | None = None) -> Ta
         "category": spec.get("category"),
         "tags": spec.get("tags") or [],
         "verify_timeout": spec.get("max_test_timeout_sec"),
+        "agent_timeout": spec.get("max_agent_timeout_sec"),
+        "parser_name": spec.get("parser_name") or "pytest",
     }
     return _task(root, "terminal-bench", instruction, imp, verify, sol, tests, meta, extra)
 
@@ -409,6 +411,8 @@ def import_harbor(root: str | Path, container: bool | None = None) -> Task:
         "tags": md.get("tags") or [],
         "reward_file": "/grading/logs/verifier/reward.txt",
         "verify_timeout": spec.get("verifier", {}).get("timeout_sec"),
+        "agent_timeout": spec.get("agent", {}).get("timeout_sec"),
+        **task_resources(spec.get("environment") or {}),
     }
     return _task(
         root,
@@ -421,6 +425,43 @@ def import_harbor(root: str | Path, container: bool | None = None) -> Task:
         meta,
         extra,
     )
+
+
+def _memory_mb(value: Any) -> int | None:
+    """A task's memory field ("4G", "512M", 2048) in MiB."""
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(value), re.I)
+    if not m:
+        return None
+    scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def host_resources() -> tuple[int, int]:
+    """(cores, memory MiB) of this machine."""
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError):
+        mem = 0
+    return len(os.sched_getaffinity(0)), mem
+
+
+def task_resources(env: dict[str, Any]) -> dict[str, Any]:
+    """A Harbor task's [environment] cpus / memory, and a note for each that exceeds this
+    machine (the task still runs: most finish on fewer cores, only slower)."""
+    cpus = env.get("cpus")
+    mem = env.get("memory_mb") or _memory_mb(env.get("memory"))
+    cores, host_mem = host_resources()
+    notes = []
+    if isinstance(cpus, (int, float)) and cpus > cores:
+        notes.append(f"the task asks for {cpus:g} cpus; this machine has {cores}")
+    if mem and host_mem and mem > host_mem:
+        notes.append(f"the task asks for {mem} MiB of memory; this machine has {host_mem} MiB")
+    out: dict[str, Any] = {"cpus": cpus, "memory_mb": mem}
+    if notes:
+        out["resource_notes"] = notes
+    return out
 
 
 def harbor_oracle(sol_dir: Path, container: bool) -> str:

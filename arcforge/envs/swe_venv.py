@@ -51,7 +51,7 @@ PYSITE = "/opt/pysite"  # where the environment's site-packages appears inside t
 PLUGIN = "_arcforge_swe_site"
 SANDBOX_PYTHON = "/usr/bin/python3"
 TEST_EXTRAS = ("test", "tests", "testing")
-BUILD_VERSION = 2  # part of the cache key: bumped when detection or the build steps change
+BUILD_VERSION = 3  # part of the cache key: bumped when detection or the build steps change
 _REQ_FILES = (
     "requirements-test*.txt",
     "requirements_test*.txt",
@@ -201,7 +201,8 @@ def _link_pytest_deps(site: Path, src: Path) -> list[str]:
         host = src / root[len(WORKSPACE) :].lstrip("/")
         for name in sorted(wanted):
             for entry in (name, f"{name}.py"):
-                if (host / entry).exists() and not (site / entry).exists():
+                # lexists: a link made for another .pth line naming the same root dangles here
+                if (host / entry).exists() and not os.path.lexists(site / entry):
                     (site / entry).symlink_to(f"{root.rstrip('/')}/{entry}")
                     linked.append(entry)
     return linked
@@ -310,6 +311,51 @@ def _rewrite_paths(site: Path, src: Path) -> int:
     return n
 
 
+GENERATED = "generated"  # files the build backend wrote into the tree (see _keep_generated)
+SKIP_GENERATED = re.compile(
+    r"(^|/)(__pycache__|\.pytest_cache|build|dist|\.eggs|\.tox)(/|$)|\.pyc$"
+)
+
+
+def _keep_generated(src: Path, dest: Path, log: list[str]) -> int:
+    """Keep what the editable install's build backend wrote into the source tree that git
+    does not track: hatch-vcs / setuptools-scm version files, compiled translations, generated
+    modules, .egg-info metadata. SWE-bench installs in place in /testbed, so they sit next to
+    the code; `workspace_generated` puts them into each episode's workspace the same way."""
+    res = subprocess.run(
+        ["git", "-c", "safe.directory=*", "ls-files", "--others", "-z"],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
+    n = 0
+    for rel in filter(None, res.stdout.split("\0")):
+        if SKIP_GENERATED.search(rel) or not (src / rel).is_file():
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, target)
+        n += 1
+    if n:
+        log.append(f"kept {n} file(s) the build backend generated in the tree")
+    return n
+
+
+def workspace_generated(env: RepoEnv | None, workspace: Path | None) -> int:
+    """Copy the environment's generated files into `workspace` where it lacks them (a file
+    the instance tracks is never replaced). Returns how many were copied."""
+    if env is None or workspace is None or not (env.path / GENERATED).is_dir():
+        return 0
+    n = 0
+    for f in (env.path / GENERATED).rglob("*"):
+        target = workspace / f.relative_to(env.path / GENERATED)
+        if f.is_file() and not os.path.lexists(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+            n += 1
+    return n
+
+
 def _install(repo: Path, commit: str, spec: InstallSpec, build: Path, log: list[str]) -> RepoEnv:
     src, venv = build / "src", build / "venv"
     git = ["git", "-c", "safe.directory=*"]
@@ -352,6 +398,7 @@ def _install(repo: Path, commit: str, spec: InstallSpec, build: Path, log: list[
         if _run(step, src, env, log, 1800):
             raise EnvBuildError("install failed", "\n".join(log))
     out = RepoEnv(build.name, build, commit, args, sources)
+    _keep_generated(src, build / GENERATED, log)
     _rewrite_paths(out.site, src)
     _link_pytest_deps(out.site, src)
     (out.site / f"{PLUGIN}.py").write_text(_PLUGIN_SRC)
@@ -433,7 +480,9 @@ def open_env_sandbox(
     workspace: Path | None,
     extra_env: dict[str, str] | None = None,
 ) -> Sandbox:
-    """A sandbox over `workspace` whose Python sees `env` (None: the host's pytest only)."""
+    """A sandbox over `workspace` whose Python sees `env` (None: the host's pytest only);
+    the files the environment's build backend generated are put into the workspace first."""
+    workspace_generated(env, workspace)
     binds, variables = sandbox_env(env)
     return open_sandbox(
         backend,
@@ -461,4 +510,5 @@ __all__ = [
     "needs_install",
     "open_env_sandbox",
     "swe_limits",
+    "workspace_generated",
 ]

@@ -27,6 +27,8 @@ what it checks is the workspace state the agent was asked to produce.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -47,6 +49,10 @@ from arcforge.sandbox.rootfs_sandbox import RootfsImage, RootfsSandbox
 from arcforge.sandbox.types import RootLayer
 from arcforge.types import Message, Reward, Task, Tool
 
+CONTAINER_MEMORY_MB = 4096  # per process in a task container that names no memory of its own
+# processes and threads of a task container (RLIMIT_NPROC, counted per host uid, which every
+# real-root sandbox shares): a browser or a JVM starts dozens of threads; Docker sets no limit
+CONTAINER_PROCESSES = 4096
 PYSITE = "/opt/pysite"  # where the host's pure-Python packages (pytest) appear inside
 TESTS_DIR = "/grading/tests"
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
@@ -248,9 +254,14 @@ class TerminalEnv(SandboxToolEnv):
         self.close()
         self.task = task
         self._new_episode()
+        limits = self.limits
+        if task.context.get("rootfs_image"):  # a container: the task's memory, else 4 GiB
+            mem = max(limits.memory_mb, int(task.metadata.get("memory_mb") or CONTAINER_MEMORY_MB))
+            procs = max(limits.max_processes, CONTAINER_PROCESSES)
+            limits = dataclasses.replace(limits, memory_mb=mem, max_processes=procs)
         self.sb = open_task_sandbox(
             self.backend,
-            self.limits,
+            limits,
             task.context.get("env"),
             root=task_root(task),
             image=task_image(task),
@@ -275,9 +286,13 @@ class TerminalEnv(SandboxToolEnv):
         return StepResult([], True, {"final_scripts": outputs})
 
     def run_script(self, script: str) -> ExecResult:
-        """Run a shell script as the agent would (no access to /grading); used by check."""
+        """Run a shell script as the agent would (no access to /grading; in the WORKDIR, as the
+        image's USER; within the task's own agent timeout when it sets one); used by check."""
         assert self.sb is not None, "call reset(task) first"
-        return self.sb.exec(script, timeout=self.verify_timeout)
+        timeout = self.verify_timeout
+        if self.task is not None and self.task.metadata.get("agent_timeout"):
+            timeout = float(self.task.metadata["agent_timeout"])
+        return self.sb.exec(script, timeout=timeout)
 
     def verify(self) -> Reward:
         """Copy the verify script and tests into /grading, run it there, read the verdict."""
@@ -302,12 +317,30 @@ class TerminalEnv(SandboxToolEnv):
             "output": format_exec(res)[-2000:],
             **self.state.info,
         }
+        if self.task.metadata.get("resource_notes"):
+            details["resource_notes"] = self.task.metadata["resource_notes"]
         reward_file = self.task.metadata.get("reward_file")
         if reward_file:
             score = _read_reward(sb, reward_file)
+            if score is None:  # Harbor's other form: reward.json next to it
+                score = _read_reward_json(sb, reward_file.rsplit(".", 1)[0] + ".json")
             details["reward_file"] = score
             return Reward(score if score is not None else 0.0, details)
+        if self.task.metadata.get("parser_name") == "pytest":
+            verdict = pytest_verdict(res.stdout + res.stderr)
+            if verdict is not None:
+                details["parser"] = "pytest"
+                return Reward(1.0 if verdict else 0.0, details)
         return Reward(1.0 if res.ok else 0.0, details)
+
+
+def pytest_verdict(output: str) -> bool | None:
+    """Terminal-Bench 1's pytest parser: the `-rA` short summary's PASSED / FAILED / ERROR
+    lines decide (every test passed, at least one); None when there is no summary."""
+    states = re.findall(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) ", output, re.M)
+    if not states:
+        return None
+    return "PASSED" in states and not any(st in ("FAILED", "ERROR") for st in states)
 
 
 def _read_reward(sb: Sandbox, path: str) -> float | None:
@@ -316,3 +349,21 @@ def _read_reward(sb: Sandbox, path: str) -> float | None:
         return max(0.0, min(1.0, float(text.split()[0])))
     except (SandboxError, ValueError, IndexError):
         return None
+
+
+def _read_reward_json(sb: Sandbox, path: str) -> float | None:
+    """Harbor's reward.json: its "reward" value, else the mean of its numeric values."""
+    try:
+        data = json.loads(sb.read_file(path))
+    except (SandboxError, ValueError):
+        return None
+    if isinstance(data, (int, float)):
+        vals = [float(data)]
+    elif isinstance(data, dict):
+        if isinstance(data.get("reward"), (int, float)):
+            vals = [float(data["reward"])]
+        else:
+            vals = [float(v) for v in data.values() if isinstance(v, (int, float))]
+    else:
+        return None
+    return max(0.0, min(1.0, sum(vals) / len(vals))) if vals else None

@@ -136,6 +136,8 @@ def pip_missing(pkgs: list[str]) -> list[str]:
 def apt_packages(seg: str) -> list[str] | None:
     """The packages an `apt-get install` / `apt install` segment names; None for other commands."""
     words = seg.split()
+    while words and (re.fullmatch(r"\w+=\S*", words[0]) or words[0] in ("sudo", "env")):
+        words = words[1:]  # DEBIAN_FRONTEND=noninteractive apt-get ..., sudo apt-get ...
     if words[:1] in (["apt-get"], ["apt"]) and "install" in words:
         return [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
     return None
@@ -180,10 +182,10 @@ def dockerfile_needs(dockerfile: str, compose: str = "") -> list[str]:
             reasons.append(f"USER {arg}: the sandbox runs every command as root")
         elif op in ("CMD", "ENTRYPOINT"):
             cmd = " ".join(json.loads(arg)) if arg.startswith("[") else arg
-            if not re.match(
-                r"^(/bin/|/usr/bin/)?(ba)?sh\b|^sleep\b|^tail -f /dev/null", cmd
-            ) or re.search(
-                r"\b(nginx|apache2|httpd|postgres|mysqld|redis-server|sshd|supervisord|uvicorn|gunicorn|flask run|node)\b",
+            if re.search(  # a daemon the tests would talk to (an interactive shell is none)
+                r"\b(nginx|apache2|httpd|postgres|mysqld|redis-server|sshd|supervisord|uvicorn"
+                r"|gunicorn|flask run|node|dockerd|cron|[\w.-]*(server|serve|daemon|start)"
+                r"[\w.-]*)\b",
                 cmd,
             ):
                 reasons.append(f"needs a service started by {op}: {cmd[:80]}")

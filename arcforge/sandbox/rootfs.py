@@ -6,8 +6,16 @@ allowed to install into the system as in a python image; Ubuntu images: the Debi
 the same era, an approximation). `ensure_base` builds that release once with `mmdebstrap
 --variant=minbase` under $ARCFORGE_ROOTFS_CACHE (default ~/.cache/arcforge/rootfs) and keeps
 it: apt's package lists stay in it (so `apt-get install` works without a download of the
-lists), apt does not switch to its `_apt` user (the sandbox has no capabilities to do so),
-and every file is owned by the host uid sandboxes run as, which they see as root.
+lists), apt does not switch to its `_apt` user, and every id is shifted by ID_BASE: a file
+of root:adm in the image is owned by host ids ID_BASE:ID_BASE+4.
+
+`IdNamespace` is the user namespace every real-root exec runs in: host root writes its maps
+directly, 0..65535 inside onto ID_BASE.. outside, the 65,536-id range Docker's default gives a
+container (the same kernel mechanism `newuidmap` uses from /etc/subuid, written without the
+setuid helper since we are root). So dpkg's chown to root:adm, `useradd`, `chown user:group`
+and `su user` work as in Docker, and the host never sees a file of its own root. Inside,
+creating further user namespaces is off (user.max_user_namespaces = 0), and commands keep
+Docker's default capabilities only (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, ...; no SYS_ADMIN).
 
 `CowView` stacks read-only layers (an image's changes over its base) under a private upper
 dir: a kernel overlay mount (volatile for episodes: nothing of it is worth a sync), or
@@ -15,7 +23,7 @@ dir: a kernel overlay mount (volatile for episodes: nothing of it is worth a syn
 hold; closing unmounts and deletes the upper dir, so the layers are never written.
 
 `BuildNetwork` is the network of an image build: a user + network namespace held by a
-sleeping process, connected outward by `slirp4netns --disable-host-loopback` (nothing on the
+sleeping process (with `full_map=True` an `IdNamespace` with a network), connected outward by `slirp4netns --disable-host-loopback` (nothing on the
 host's loopback answers), with the private, link-local and carrier-grade ranges routed to
 `unreachable` inside. Build execs join it (nsenter) before bubblewrap starts.
 Needs root on the host (mmdebstrap's root mode, overlay mounts, attaching slirp4netns).
@@ -30,6 +38,8 @@ import hashlib
 import os
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -37,9 +47,27 @@ from pathlib import Path
 
 from arcforge.sandbox.types import SandboxError
 
-BASE_FORMAT = 1
-SANDBOX_UID = (
-    65534  # host uid sandboxes run as when we are root (arcforge.sandbox.bwrap.UNPRIVILEGED_UID)
+BASE_FORMAT = 3
+ID_BASE = 1_000_000  # host id of root inside real roots; ids 0..65535 map onto ID_BASE..
+ID_COUNT = 65536  # Docker's default range (and /etc/subuid's usual size)
+SANDBOX_UID = ID_BASE  # host uid that real-root sandboxes see as root
+LEGACY_UID = 65534  # host uid of the single-id map (arcforge.sandbox.root's layer builds)
+# Docker's default capability set for a container's root (moby's oci/caps/defaults.go)
+DOCKER_CAPS = (
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
 )
 PY_RELEASE = {
     "3.9": "bullseye",
@@ -68,6 +96,8 @@ BASE_PACKAGES = ["ca-certificates", "curl", "python3", "python3-pygments"]
 # what buildpack-deps and gcc images add: compilers, make, git, wget, ps
 BUILD_PACKAGES = ["build-essential", "git", "procps", "wget"]
 PY_PACKAGES = ["python3-pip", "python3-venv", "python-is-python3"]
+# what Terminal-Bench's own base images (ghcr.io/laude-institute/t-bench/*) add to theirs
+TBENCH_PACKAGES = ["asciinema", "tmux"]
 MOUNT_POINTS = ("app", "workspace", "grading", "tests", "logs")
 BLOCKED_RANGES = (
     "10.0.0.0/8",
@@ -98,11 +128,14 @@ def base_for(image: str) -> tuple[str, list[str]] | None:
         if codename in tag:
             return UBUNTU[version], BASE_PACKAGES + (BUILD_PACKAGES if repo != "ubuntu" else [])
     codename = next((c for c in ("bullseye", "bookworm", "trixie") if c in tag), None)
+    tbench = TBENCH_PACKAGES if "t-bench/" in repo else []
     if repo == "python" or re.search(r"t-bench/python-3-(\d+)", repo):
         m = re.search(r"3[.-](\d+)", tag if repo == "python" else repo)
         ver = f"3.{m.group(1)}" if m else "3.11"
         release = codename or PY_RELEASE.get(ver, "bookworm")
-        return release, BASE_PACKAGES + PY_PACKAGES
+        # the full python images are buildpack-deps based: gcc, libc headers, git, make
+        full = repo == "python" and not re.search(r"slim|alpine", tag)
+        return release, BASE_PACKAGES + PY_PACKAGES + (BUILD_PACKAGES if full else []) + tbench
     if repo in ("debian", "buildpack-deps", "gcc"):
         release = codename or DEBIAN.get(tag.split("-")[0].split(".")[0])
         if repo == "gcc":  # gcc:13.3.0-bookworm: that release's gcc (an approximation)
@@ -112,7 +145,7 @@ def base_for(image: str) -> tuple[str, list[str]] | None:
     if repo == "ubuntu" or re.search(r"t-bench/ubuntu-(\d+)-(\d+)", repo):
         m = re.search(r"(\d+)[.-](\d+)", tag if repo == "ubuntu" else repo)
         release = UBUNTU.get(f"{m.group(1)}.{m.group(2)}" if m else tag)
-        return (release, list(BASE_PACKAGES)) if release else None
+        return (release, BASE_PACKAGES + tbench) if release else None
     return None
 
 
@@ -150,11 +183,29 @@ def chown_tree(path: Path, uid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
+def shift_tree(path: Path, base: int = ID_BASE) -> None:
+    """Shift the owner and group of every entry under `path` (itself included) by `base`, as
+    an id-mapped container image is stored; modes are kept (chown clears set-uid bits)."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        if dirpath == str(path):
+            _shift(dirpath, base)
+        for name in dirnames + filenames:
+            _shift(os.path.join(dirpath, name), base)
+
+
+def _shift(p: str, base: int) -> None:
+    st = os.lstat(p)
+    if st.st_uid >= base and st.st_gid >= base:
+        return
+    os.lchown(p, st.st_uid % base + base, st.st_gid % base + base)
+    if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o6000:
+        os.chmod(p, stat.S_IMODE(st.st_mode))
+
+
 def _finish_base(root: Path, python: bool) -> None:
     """What a container image has and minbase lacks; ownership for the sandbox uid."""
-    (root / "etc/apt/apt.conf.d/99arcforge").write_text(
-        'APT::Sandbox::User "root";\nAPT::Install-Recommends "false";\n'
-    )
+    # recommends stay on, as in Debian's and Ubuntu's images (gcc brings libc6-dev that way)
+    (root / "etc/apt/apt.conf.d/99arcforge").write_text('APT::Sandbox::User "root";\n')
     (root / "etc/hosts").write_text("127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n")
     (root / "etc/hostname").write_text("sandbox\n")
     resolv = root / "etc/resolv.conf"
@@ -167,7 +218,7 @@ def _finish_base(root: Path, python: bool) -> None:
     for d in MOUNT_POINTS:
         (root / d).mkdir(exist_ok=True)
     (root / "tmp").chmod(0o1777)
-    chown_tree(root, SANDBOX_UID)
+    shift_tree(root)
 
 
 def ensure_base(release: str, packages: list[str], cache: Path | None = None) -> Path:
@@ -289,22 +340,120 @@ class CowView:
         shutil.rmtree(self.where, ignore_errors=True)
 
 
-# --- the build network -----------------------------------------------------------------------
-class BuildNetwork:
-    """A private network namespace with outbound access and no route to the host's loopback or
-    private ranges. `prefix` is what a build exec runs bubblewrap under (as SANDBOX_UID)."""
+# --- the id-mapped user namespace ----------------------------------------------------------
+PR_SET_PDEATHSIG = 1
 
-    def __init__(self, where: Path):
+
+def _die_with_parent() -> None:  # runs in the forked child before exec
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class IdNamespace:
+    """A user namespace (with `net`, also a network namespace) mapping ids 0..ID_COUNT-1 onto
+    ID_BASE.., held by a sleeping process that dies with this process. `prefix` enters it as
+    root (uid 0 inside, with every capability there; bubblewrap then drops to DOCKER_CAPS)."""
+
+    def __init__(self, net: bool = False):
+        if os.geteuid() != 0:
+            raise RootfsError("an id-mapped user namespace needs root on the host")
+        self.net = net
         self.holder = subprocess.Popen(
-            ["unshare", "--user", "--map-root-user", "--net", "--", "sleep", "infinity"],
-            user=SANDBOX_UID,
-            group=SANDBOX_UID,
-            extra_groups=[],
+            ["unshare", "--user", *(["--net"] if net else []), "--", "sleep", "infinity"],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent,
         )
+        try:
+            self._map()
+        except BaseException:
+            self.close()
+            raise
+        pid = str(self.holder.pid)
+        self.prefix = ["nsenter", "-t", pid, "-U", *(["-n"] if net else []), "--"]
+
+    def _map(self) -> None:
+        pid = self.holder.pid
+        own = os.readlink("/proc/self/ns/user")
+        for _ in range(2000):  # until unshare has made the namespace (a few ms)
+            try:
+                if os.readlink(f"/proc/{pid}/ns/user") != own:
+                    break
+            except OSError:
+                pass
+            if self.holder.poll() is not None:
+                err = self.holder.stderr.read().decode() if self.holder.stderr else ""
+                raise RootfsError(f"cannot create a user namespace: {err.strip()}")
+            time.sleep(0.001)
+        try:
+            for name in ("uid_map", "gid_map"):
+                Path(f"/proc/{pid}/{name}").write_text(f"0 {ID_BASE} {ID_COUNT}\n")
+        except OSError as err:
+            raise RootfsError(f"cannot map ids {ID_BASE}..+{ID_COUNT}: {err}") from err
+        res = subprocess.run(  # no nested user namespaces inside (bwrap --disable-userns's aim)
+            [
+                "nsenter",
+                "-t",
+                str(pid),
+                "-U",
+                "--",
+                "sh",
+                "-c",
+                "echo 0 > /proc/sys/user/max_user_namespaces",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if res.returncode != 0:
+            raise RootfsError(f"cannot limit nested user namespaces: {res.stderr.strip()[:200]}")
+
+    def alive(self) -> bool:
+        return self.holder.poll() is None
+
+    def close(self) -> None:
+        if self.holder.poll() is None:
+            self.holder.kill()
+            self.holder.wait()
+        if self.holder.stderr is not None:
+            self.holder.stderr.close()
+
+
+_EPISODE_NS: dict[int, IdNamespace] = {}
+
+
+def episode_namespace() -> IdNamespace:
+    """This process's id-mapped user namespace for episodes (no network: each exec's
+    bubblewrap makes its own loopback-only one), made on first use."""
+    ns = _EPISODE_NS.get(os.getpid())
+    if ns is None or not ns.alive():
+        ns = _EPISODE_NS[os.getpid()] = IdNamespace(net=False)
+    return ns
+
+
+# --- the build network -----------------------------------------------------------------------
+class BuildNetwork:
+    """A private network namespace with outbound access and no route to the host's loopback or
+    private ranges. `prefix` is what a build exec runs bubblewrap under: with `full_map` as
+    root in an `IdNamespace` (real-root image builds), else as LEGACY_UID with one id mapped."""
+
+    def __init__(self, where: Path, full_map: bool = False):
+        self.full_map = full_map
+        self.ns: IdNamespace | None = None
+        if full_map:
+            self.ns = IdNamespace(net=True)
+            self.holder = self.ns.holder
+        else:
+            self.holder = subprocess.Popen(
+                ["unshare", "--user", "--map-root-user", "--net", "--", "sleep", "infinity"],
+                user=LEGACY_UID,
+                group=LEGACY_UID,
+                extra_groups=[],
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
         self.slirp: subprocess.Popen | None = None
         try:
             self._connect()
@@ -315,7 +464,10 @@ class BuildNetwork:
         self.resolv.write_text(f"nameserver {SLIRP_DNS}\n")
         self.resolv.chmod(0o644)
         pid = str(self.holder.pid)
-        self.prefix = ["nsenter", "-t", pid, "-U", "-n", "--preserve-credentials", "--"]
+        if self.ns is not None:
+            self.prefix = self.ns.prefix
+        else:
+            self.prefix = ["nsenter", "-t", pid, "-U", "-n", "--preserve-credentials", "--"]
 
     def _connect(self) -> None:
         pid = self.holder.pid

@@ -1,7 +1,8 @@
 """A bubblewrap sandbox whose / is a task image's real root, seen through a copy-on-write view.
 
 `RootfsSandbox` mounts a `CowView` (rootfs.py) of the image's layers under a private upper dir
-and binds it as the sandbox's /: uid 0 inside (the unprivileged host uid outside, no
+and binds it as the sandbox's /: uid 0 inside an id-mapped user namespace (rootfs.IdNamespace:
+ids 0..65535 inside are ID_BASE.. outside, as Docker maps a container; Docker's default
 capabilities, no nested user namespaces), a fresh /proc and /dev, /tmp as the image left it,
 every system directory writable (apt-get, /usr/share, /data, /server as in a container), all
 writes landing in the upper dir. /app is bound at /workspace too (arcforge's tools and probes
@@ -15,6 +16,10 @@ has runs the real apt (a no-op "already the newest version"), and an install tha
 download fails at once, naming the packages and why (a solution script that starts
 `apt-get update && apt-get install -y X` under `set -e` works when the image has X).
 
+Memory is limited per process as the data segment (RLIMIT_DATA), never the address space:
+Docker limits what a container uses, and runtimes that reserve large address ranges up front
+(OCaml's heaps, the JVM, Go) fail under RLIMIT_AS long before they use the memory.
+
 Host-side file methods map sandbox paths into the view: relative paths and /workspace to
 /app, /grading to the grading dir, any other absolute path into the root. Paths resolve with
 the root as `/` (an absolute symlink inside points into the root, never at the host), and
@@ -25,6 +30,7 @@ deletes the upper dir: the image is never written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -41,7 +47,14 @@ from arcforge.sandbox.files import (
     known_snapshot,
     next_snapshot,
 )
-from arcforge.sandbox.rootfs import SANDBOX_UID, BuildNetwork, CowView, chown_tree
+from arcforge.sandbox.rootfs import (
+    DOCKER_CAPS,
+    SANDBOX_UID,
+    BuildNetwork,
+    CowView,
+    chown_tree,
+    episode_namespace,
+)
 from arcforge.sandbox.types import (
     APP,
     CONTAINER_MOUNTS,
@@ -89,11 +102,44 @@ exec "$real" "$@"
 
 @dataclass(frozen=True)
 class RootfsImage:
-    """A built task image: its layers (topmost first), WORKDIR and ENV."""
+    """A built task image: its layers (topmost first), WORKDIR, ENV, USER (empty: root) and
+    the recorded ENTRYPOINT / CMD (exec form lists; never run)."""
 
     lowers: tuple[Path, ...]
     workdir: str = APP
     env: dict[str, str] = field(default_factory=dict)
+    user: str = ""
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+
+
+def lookup_user(root: Path, spec: str) -> tuple[int, int, str]:
+    """(uid, gid, home) of a Dockerfile USER `spec` (name or id, optionally :group) as the
+    image's /etc/passwd and /etc/group under `root` define them. A numeric uid the image does
+    not know runs with gid 0 and HOME=/, as Docker does. Raises SandboxError for an unknown
+    name."""
+    name, _, group = spec.partition(":")
+
+    def table(file: str) -> list[list[str]]:
+        try:
+            text = resolve_in(root, f"/etc/{file}").read_text()
+        except OSError:
+            return []
+        return [ln.split(":") for ln in text.splitlines() if ln.count(":") >= 2]
+
+    users = table("passwd")
+    row = next((r for r in users if r[0] == name or (name.isdigit() and r[2] == name)), None)
+    if row is None and not name.isdigit():
+        raise SandboxError(f"USER {spec}: no user {name} in the image's /etc/passwd")
+    uid = int(row[2]) if row else int(name)
+    gid = int(row[3]) if row and len(row) > 3 and row[3].isdigit() else 0
+    home = row[5] if row and len(row) > 5 and row[5] else "/"
+    if group:
+        grow = next((r for r in table("group") if r[0] == group), None)
+        if grow is None and not group.isdigit():
+            raise SandboxError(f"USER {spec}: no group {group} in the image's /etc/group")
+        gid = int(grow[2]) if grow else int(group)
+    return uid, gid, home
 
 
 def resolve_in(root: Path, path: str) -> Path:
@@ -140,6 +186,9 @@ class RootfsStore(StoreFiles):
             shutil.rmtree(self.root, ignore_errors=True)
             raise
         self._ids: list[SnapshotId] = []
+        # /workspace is /app (where arcforge's tools look) unless the image has its own
+        ws = self.view.merged / WORKSPACE.lstrip("/")
+        self.alias_workspace = not ws.is_dir() or not any(ws.iterdir())
 
     @property
     def merged(self) -> Path:
@@ -156,7 +205,7 @@ class RootfsStore(StoreFiles):
         """Map a sandbox path to the host (see the module header; relative paths: under
         `workdir`, /app for every caller)."""
         p = sandbox_path if sandbox_path.startswith("/") else f"{workdir}/{sandbox_path}"
-        if p == WORKSPACE or p.startswith(WORKSPACE + "/"):
+        if self.alias_workspace and (p == WORKSPACE or p.startswith(WORKSPACE + "/")):
             p = APP + p[len(WORKSPACE) :]
         if p == GRADING or p.startswith(GRADING + "/"):
             base, rel = self.grading, p[len(GRADING) :]
@@ -206,6 +255,7 @@ class RootfsSandbox(StoreBackedSandbox):
         env: environment for every exec (on top of PATH, HOME=/root and the image's ENV).
         network: the build network to run in (image builds only).
         parent: host directory for the view (builds keep their upper dir; default a temp dir).
+        build: an image build: no /workspace, /tests or /logs binds over the image.
     """
 
     backend = "bwrap-rootfs"
@@ -220,14 +270,19 @@ class RootfsSandbox(StoreBackedSandbox):
         env: dict[str, str] | None = None,
         network: BuildNetwork | None = None,
         parent: Path | None = None,
+        build: bool = False,
     ):
         self.exe = shutil.which("bwrap")
         if self.exe is None:
             raise SandboxError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        if limits.memory_rlimit == "as":  # a container's limit counts memory used, not reserved
+            limits = dataclasses.replace(limits, memory_rlimit="data")
         self.image, self.limits, self.network = image, limits, network
+        self.build = build
         self.env = dict(env or {})
         self.extra_ro_binds = {str(Path(k).resolve()): v for k, v in (extra_ro_binds or {}).items()}
-        self.uid = SANDBOX_UID if os.geteuid() == 0 else None
+        self.uid = None  # nsenter, started as host root, becomes root of the id-mapped namespace
+        self.user = image.user  # who non-grading execs run as (empty: root), as `docker exec`
         self.store: Any = RootfsStore(image, parent)
         self.apt_shim = None if network else self.store.root / "apt-shim"
         if self.apt_shim is not None:
@@ -246,23 +301,22 @@ class RootfsSandbox(StoreBackedSandbox):
         s = self.store
         s.grading_subdirs()
         gbind = "--bind" if grading else "--ro-bind"
+        prefix = self.network.prefix if self.network else episode_namespace().prefix
         args = [
-            *(self.network.prefix if self.network else []),
+            *prefix,  # root of the id-mapped namespace: bwrap makes no user namespace of its own
             self.exe,
-            "--unshare-all",
-            "--unshare-user",
-            *(["--share-net"] if self.network else []),
-            "--disable-userns",
-            "--uid",
-            "0",
-            "--gid",
-            "0",
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            *([] if self.network else ["--unshare-net"]),
             "--hostname",
             "sandbox",
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
             "ALL",
+            *[a for cap in DOCKER_CAPS for a in ("--cap-add", cap)],
             "--bind",
             str(s.merged),
             "/",
@@ -274,16 +328,18 @@ class RootfsSandbox(StoreBackedSandbox):
             str(64 << 20),
             "--tmpfs",
             "/dev/shm",
-            "--bind",
-            str(s.merged / APP.lstrip("/")),
-            WORKSPACE,
             gbind,
             str(s.grading),
             GRADING,
         ]
-        args += [
-            a for name, inside in CONTAINER_MOUNTS for a in (gbind, str(s.grading / name), inside)
-        ]
+        if not self.build:  # a build sees the image alone, as `docker build` does
+            if s.alias_workspace:
+                args += ["--bind", str(s.merged / APP.lstrip("/")), WORKSPACE]
+            args += [
+                a
+                for name, inside in CONTAINER_MOUNTS
+                for a in (gbind, str(s.grading / name), inside)
+            ]
         if self.network:
             args += ["--ro-bind", str(self.network.resolv), "/etc/resolv.conf"]
         elif self.apt_shim is not None:
@@ -300,9 +356,18 @@ class RootfsSandbox(StoreBackedSandbox):
             **self.image.env,
         }
         args += ["--chdir", cwd, "--clearenv"]
+        drop: list[str] = []
+        if self.user and self.user not in ("root", "0", "0:0") and not grading:
+            uid, gid, home = lookup_user(s.merged, self.user)
+            base.update(HOME=home, USER=self.user.partition(":")[0])
+            named = ":" not in self.user and not self.user.isdigit()
+            groups = ["--init-groups"] if named else []
+            drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+            drop += groups or ["--clear-groups"]
+            drop += ["--"]
         for k, v in {**base, **self.env, **env}.items():
             args += ["--setenv", k, v]
-        return [*args, "--", *wrap_command(cmd, self.limits, "/bin/bash")]
+        return [*args, "--", *drop, *wrap_command(cmd, self.limits, "/bin/bash")]
 
     def _run(self, call: ExecCall) -> ExecResult:
         """Run `cmd` with bash in the image's root (env on top of PATH, HOME=/root and the

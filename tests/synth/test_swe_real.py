@@ -249,8 +249,9 @@ def test_rerun_reports_resumed_and_fresh_recomputes(synth):
     root, repo, shas, _, _ = synth
     out = root / "docs-only"
     args = ["synth", "swe", "--repo", str(repo), "--commit", shas[2], "--out", str(out)]
-    first = CliRunner().invoke(app, args)
-    assert first.exit_code == 0 and json.loads(first.stdout.splitlines()[-1])["resumed"] == 0
+    first = CliRunner().invoke(app, args)  # a docs-only commit: nothing to make an instance of
+    assert first.exit_code == 1 and json.loads(first.stdout.splitlines()[-1])["resumed"] == 0
+    assert "every candidate was dropped" in first.output  # and why, on stderr
     again = CliRunner().invoke(app, args)
     assert "resumed 1 of 1 candidates" in again.output
     fresh = CliRunner().invoke(app, [*args, "--fresh"])
@@ -318,7 +319,7 @@ def test_failed_install_is_dropped_with_its_output_cached_and_retried(synth, mon
     monkeypatch.setenv("ARCFORGE_SWE_ENVS", str(cache))
     out = root / "broken-install"
     cmd = ["synth", "swe", "--repo", str(repo), "--commit", shas[1], "--out", str(out)]
-    cmd += ["--install", "echo no-such-index >&2; exit 3"]
+    cmd += ["--install", "echo no-such-index >&2; exit 3", "--allow-empty"]
 
     def drop() -> dict:
         res = CliRunner().invoke(app, cmd + extra)
