@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, to_message
+from arcforge.chat.formats import chat_format
 from arcforge.chat.tokens import END, EOS
 from arcforge.model.checkpoint import load_model
 from arcforge.model.tokenizer import load_tokenizer
@@ -43,7 +44,8 @@ def chat_loop(
     model = load_model(checkpoint).eval()
     tok, _ = load_tokenizer(checkpoint)
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id or 0)
-    stops = [tok.convert_tokens_to_ids(t) for t in (END, EOS)]
+    fmt = chat_format(tok)
+    stops = fmt.stop_ids()
     params = SamplingParams(
         max_new_tokens=max_new_tokens, temperature=temperature, stop_token_ids=stops
     )
@@ -74,8 +76,11 @@ def chat_loop(
                 add_generation_prompt=True,
             )
             out = engine.generate([enc.input_ids], params)[0]
-            raw = tok.decode(out.token_ids).replace(END, "").replace(EOS, "")
-            parsed = parse_assistant(raw)
+            if fmt.name == "arcforge":
+                raw = tok.decode(out.token_ids).replace(END, "").replace(EOS, "")
+                parsed = parse_assistant(raw)
+            else:
+                parsed = fmt.parse_ids(list(out.token_ids), list((tools or {}).values()))
             if parsed.reasoning:
                 con.print(f"[dim]<think> {parsed.reasoning} </think>[/]")
             for c in parsed.tool_calls:

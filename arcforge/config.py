@@ -69,6 +69,30 @@ class TokenizerCfg(Strict):
     space_split: Literal["none", "upper", "letter"] = "none"
 
 
+class ChatCfg(Strict):
+    """How conversations become tokens (arcforge.chat.formats).
+
+    format: "native" renders through the checkpoint's own chat template and tool-call dialect
+    (no token added, no embedding resized); "arcforge" is the format of models arcforge
+    pretrains; "auto" (the default) is native for a `model.path` checkpoint whose template is
+    not arcforge's, and arcforge otherwise.
+    """
+
+    format: Literal["auto", "native", "arcforge"] = "auto"
+    # passed to the template on every render (e.g. {enable_thinking: false})
+    template_kwargs: dict[str, Any] = {}
+    # the tool-call dialect (arcforge.chat.dialects.DIALECTS); null: detected from the template
+    dialect: str | None = None
+
+    @model_validator(mode="after")
+    def _known_dialect(self) -> ChatCfg:
+        from arcforge.chat.dialects import DIALECTS
+
+        if self.dialect is not None and self.dialect not in DIALECTS:
+            raise ValueError(f"unknown chat.dialect {self.dialect!r}; known: {sorted(DIALECTS)}")
+        return self
+
+
 class ModelCfg(Strict):
     preset: str = "tiny"
     path: str | None = None  # any local HF causal-LM checkpoint dir; replaces preset + tokenizer
@@ -115,6 +139,26 @@ class OptimCfg(Strict):
     # router's expert bias moves by gamma toward under-loaded experts; 0 = off (no-op for
     # models without routers)
     moe_bias_gamma: float = Field(0.0, ge=0)
+
+
+class LoraCfg(Strict):
+    """LoRA adapters on a training stage (arcforge.train.lora, PyPI's peft): only the adapters
+    train; the stage's checkpoint and every weight push are the merged model. Null (a stage's
+    default) is full fine-tuning."""
+
+    r: int = Field(8, gt=0)  # the adapters' rank
+    alpha: float = Field(16.0, gt=0)  # the update is scaled by alpha / r
+    dropout: float = Field(0.0, ge=0, lt=1)  # on the adapters' input
+    # module names (the last part, e.g. q_proj) or "all-linear" (every linear layer but the head)
+    target_modules: list[str] | Literal["all-linear"] = ["q_proj", "k_proj", "v_proj", "o_proj"]
+    save_adapter: bool = True  # also write peft's adapter in the checkpoint's adapter/
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_targets(cls, v: list[str] | str) -> list[str] | str:
+        if isinstance(v, list) and (not v or not all(t.strip() for t in v)):
+            raise ValueError('name at least one module (e.g. [q_proj, v_proj]) or "all-linear"')
+        return v
 
 
 class EngineCfg(Strict):
@@ -190,6 +234,7 @@ class OnPolicyStageCfg(LossCfg, StageCfg):
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
     engine: EngineCfg = EngineCfg()  # the rollout engine (arcforge.rollout.engine.make_engine)
     engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    lora: LoraCfg | None = None  # LoRA adapters (arcforge.train.lora); null: full fine-tuning
 
 
 class RolloutISStageCfg(OnPolicyStageCfg):
@@ -237,6 +282,7 @@ class BaseRunCfg(Strict):
     world: WorldCfg = WorldCfg()
     tokenizer: TokenizerCfg = TokenizerCfg()
     model: ModelCfg = ModelCfg()
+    chat: ChatCfg = ChatCfg()
     stages: Sequence[StageCfg] = []
     eval: EvalCfg = EvalCfg()
     logging: LoggingCfg = LoggingCfg()  # metric sinks of the LM and SFT stages

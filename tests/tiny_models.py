@@ -55,17 +55,17 @@ def toy_token_nano(vocab_size: int, pad: int, bos: int, eos: int, seed: int = 0)
 
 
 def end_biased_nano(
-    tok, max_position_embeddings: int = 1024, end_bias: float = 5.0
+    tok, max_position_embeddings: int = 1024, end_bias: float = 5.0, end_id: int | None = None
 ) -> PreTrainedModel:
-    """A random nano model (seed 0, untied head) whose <|end|> logit carries `end_bias`, so its
-    replies are a few tokens long (+5) or episodes end within a few turns (+3): cheap episodes
-    for rollout tests."""
+    """A random nano model (seed 0, untied head) whose <|end|> logit (or `end_id`'s, a real
+    checkpoint's stop id) carries `end_bias`, so its replies are a few tokens long (+5) or
+    episodes end within a few turns (+3): cheap episodes for rollout tests."""
     cfg = build_config("nano", len(tok), max_position_embeddings, tie_word_embeddings=False)
     model = init_model(cfg, seed=0)
     head = nn.Linear(cfg.hidden_size, len(tok), bias=True)
     with torch.no_grad():
         head.weight.copy_(model.lm_head.weight)
         head.bias.zero_()
-        head.bias[tok.convert_tokens_to_ids(END)] = end_bias
+        head.bias[tok.convert_tokens_to_ids(END) if end_id is None else end_id] = end_bias
     model.lm_head = head
     return model

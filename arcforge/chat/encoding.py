@@ -95,7 +95,14 @@ def render_ids(
     thinking: ThinkingConfig = ThinkingConfig(),
     add_generation_prompt: bool = False,
 ) -> Encoded:
-    """`encode(render(...), tokenizer)`: a conversation straight to ids and loss mask."""
+    """`encode(render(...), tokenizer)`: a conversation straight to ids and loss mask.
+
+    A tokenizer carrying the native format (arcforge.chat.formats) renders through the
+    checkpoint's own template instead; `thinking` is then the template's business
+    (`chat.template_kwargs`)."""
+    fmt = getattr(tokenizer, "arcforge_chat_format", None)
+    if fmt is not None and fmt.name == "native":
+        return fmt.encode(messages, tools, add_generation_prompt)
     return encode(render(messages, tools, thinking, add_generation_prompt), tokenizer)
 
 

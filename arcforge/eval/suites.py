@@ -47,6 +47,8 @@ import torch
 import torch.nn.functional as F
 
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
+from arcforge.chat.formats import chat_format
+from arcforge.chat.parse import ParsedAssistant
 from arcforge.chat.tokens import END, EOS
 from arcforge.config import EvalCfg
 from arcforge.data.packing import HELDOUT_SEQ_LEN
@@ -79,8 +81,12 @@ class Evaluator:
     world: Any
 
     def stop_ids(self) -> list[int]:
-        ids = [self.tokenizer.convert_tokens_to_ids(t) for t in (END, EOS)]
-        return [i for i in ids if i is not None and i >= 0]
+        return chat_format(self.tokenizer).stop_ids()
+
+    def parse(self, text: str) -> ParsedAssistant:
+        """A reply's reasoning, content and tool calls, in the checkpoint's chat format."""
+        fmt = chat_format(self.tokenizer)
+        return parse_assistant(_strip_end(text)) if fmt.name == "arcforge" else fmt.parse(text)
 
     def complete(
         self,
@@ -161,9 +167,7 @@ def _reasoning(ev: Evaluator, cfg: EvalCfg, suite: str, sampled: bool) -> SuiteO
     for i, t in enumerate(tasks):
         rs = []
         for o in outs[i * k : (i + 1) * k]:
-            rs.append(
-                math_reward(parse_assistant(_strip_end(o)).content, t.validation.answer or "")
-            )
+            rs.append(math_reward(ev.parse(o).content, t.validation.answer or ""))
         scores.append(sum(rs) / k)
         if len(ex) < 3:
             ex.append(
@@ -191,7 +195,7 @@ def suite_tool_format(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     outs = ev.chat(tasks, cfg.max_new_tokens, with_tools=True)
     scores, ex = [], []
     for t, o in zip(tasks, outs):
-        parsed = parse_assistant(_strip_end(o))
+        parsed = ev.parse(o)
         offered = {n: tools[n] for n in t.tools if n in tools}
         ok = (
             bool(parsed.tool_calls)
@@ -258,7 +262,7 @@ def suite_chat(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     outs = ev.chat(tasks, cfg.max_new_tokens)
     scores, ex = [], []
     for t, o in zip(tasks, outs):
-        content = parse_assistant(_strip_end(o)).content
+        content = ev.parse(o).content
         frac, _ = check_constraints(content, t.validation.constraints)
         s = 1.0 if frac >= 1.0 else 0.0
         scores.append(s)
@@ -279,7 +283,7 @@ def _general_suite(
         outs = ev.chat(tasks, cfg.max_new_tokens)
         scores, ex = [], []
         for t, o in zip(tasks, outs):
-            p = parse_assistant(_strip_end(o))
+            p = ev.parse(o)
             r = rule_reward(
                 p.content, t, gates=gates, parse_errors=p.errors, n_tool_calls=len(p.tool_calls)
             )

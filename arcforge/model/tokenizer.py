@@ -113,7 +113,9 @@ def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tok.chat_template = CHAT_TEMPLATE
+    native = getattr(getattr(tok, "arcforge_chat_format", None), "name", "") == "native"
+    if not native:
+        tok.chat_template = CHAT_TEMPLATE
     tok.save_pretrained(str(out))
     cfg_path = out / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text())
@@ -121,7 +123,7 @@ def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
         cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     if isinstance(cfg.get("extra_special_tokens"), list):
         cfg["additional_special_tokens"] = cfg.pop("extra_special_tokens")
-    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg["chat_template"] = tok.chat_template
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
     return out
 
@@ -144,18 +146,49 @@ def add_chat_tokens(
     return len(tok) - before
 
 
-def load_tokenizer(path: str | Path) -> tuple[PreTrainedTokenizerFast, int]:
-    """Load a tokenizer from a local directory and make sure it has the chat special tokens.
+def generation_eos_ids(path: str | Path) -> list[int]:
+    """The eos ids of a checkpoint's `generation_config.json` (int or list), [] without one."""
+    f = Path(path) / "generation_config.json"
+    if not f.is_file():
+        return []
+    eos = json.loads(f.read_text()).get("eos_token_id")
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+
+
+def load_tokenizer(
+    path: str | Path,
+    chat_format: str = "auto",
+    template_kwargs: dict | None = None,
+    dialect: str | None = None,
+) -> tuple[PreTrainedTokenizerFast, int]:
+    """Load a tokenizer from a local directory and attach its chat format.
 
     Args:
         path: a directory written by `save_pretrained` (ours or any HF checkpoint's).
+        chat_format: "arcforge" adds arcforge's chat special tokens the tokenizer lacks (the
+            model's embeddings must then grow); "native" keeps the checkpoint's own template,
+            tokens and dialect untouched; "auto" is arcforge for a tokenizer that carries
+            arcforge's template (or none at all) and native otherwise (arcforge.chat.formats).
+        template_kwargs, dialect: the native format's template kwargs and tool-call dialect.
 
     Returns:
         (tokenizer, n_added): n_added > 0 means the model's embeddings must be resized.
     """
+    from arcforge.chat.formats import attach_format, is_arcforge_tokenizer
+
     p = Path(path)
     if not p.is_dir():
         raise FileNotFoundError(f"tokenizer directory not found: {p}")
     tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
-    n_added = add_chat_tokens(tok)
+    if chat_format == "auto":
+        native = not is_arcforge_tokenizer(tok) and bool(getattr(tok, "chat_template", None))
+        chat_format = "native" if native else "arcforge"
+    n_added = 0
+    if chat_format == "arcforge":
+        n_added = add_chat_tokens(tok)
+        attach_format(tok, "arcforge")
+    else:
+        attach_format(tok, "native", template_kwargs, dialect, generation_eos_ids(p))
     return tok, n_added

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from arcforge.chat.encoding import encode, encode_spans, observation_spans
+from arcforge.chat.formats import ChatFormat, chat_format
 from arcforge.chat.parse import parse_assistant, to_message
 from arcforge.chat.template import (
     TOOLS_HEADER,
@@ -63,7 +64,7 @@ from arcforge.chat.template import (
     render,
     turn_thinking,
 )
-from arcforge.chat.tokens import END, EOS, ROLE_TOKENS
+from arcforge.chat.tokens import END, ROLE_TOKENS
 from arcforge.envs.base import Environment
 from arcforge.rollout.context import ContextConfig, compact
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
@@ -182,7 +183,23 @@ def _opening(task: Task, env: Environment, cfg: AgentConfig) -> tuple[list[Messa
     return msgs, render(msgs, list(env.tools), cfg.thinking, True)
 
 
+def _native(tok: Any) -> ChatFormat | None:
+    """The tokenizer's native chat format, or None for arcforge's own."""
+    fmt = chat_format(tok)
+    return fmt if fmt.name == "native" else None
+
+
+def _prompt_segment(ids: list[int], version: int) -> list[Segment]:
+    return [Segment(list(ids), "template", [0] * len(ids), None, version)] if ids else []
+
+
 def _start(task: Task, env: Environment, tok: Any, cfg: AgentConfig, version: int) -> _Episode:
+    fmt = _native(tok)
+    if fmt is not None:
+        msgs = _force_thinking(env.reset(task), cfg)
+        ep = _Episode(task, env, task.id, list(env.tools), msgs, list(msgs))
+        ep.segments = _prompt_segment(fmt.prompt_ids(msgs, ep.tools), version)
+        return ep
     msgs, spans = _opening(task, env, cfg)
     ep = _Episode(task, env, task.id, list(env.tools), msgs, list(msgs))
     ep.segments = _segments(spans, tok, version)
@@ -195,6 +212,10 @@ def first_prompt_ids(
     """The ids an episode's first reply is sampled after: `env.reset(task)`'s messages with the
     environment's tools, rendered as `run_episodes` renders them (one-turn users of agent tasks,
     such as distillation, prompt the model exactly as the agent loop does)."""
+    fmt = _native(tokenizer)
+    if fmt is not None:
+        msgs = _force_thinking(env.reset(task), cfg)
+        return fmt.prompt_ids(msgs, list(env.tools))
     return list(encode(_opening(task, env, cfg)[1], tokenizer).input_ids)
 
 
@@ -203,7 +224,11 @@ def _fit(ep: _Episode, tok: Any, cfg: AgentConfig, version: int) -> None:
     if len(ep.ids) + cfg.max_new_tokens <= cfg.context_budget:
         return
 
+    fmt = _native(tok)
+
     def measure(msgs: list[Message]) -> int:
+        if fmt is not None:
+            return len(fmt.prompt_ids(msgs, ep.tools)) + cfg.max_new_tokens
         spans = render(msgs, ep.tools, cfg.thinking, True)
         return len(encode(spans, tok).input_ids) + cfg.max_new_tokens
 
@@ -214,6 +239,9 @@ def _fit(ep: _Episode, tok: Any, cfg: AgentConfig, version: int) -> None:
     ep.untrained += sum(len(s.token_ids) for s in ep.segments if s.source == "model")
     ep.compactions += 1
     ep.context = done.messages
+    if fmt is not None:
+        ep.segments = _prompt_segment(fmt.prompt_ids(ep.context, ep.tools), version)
+        return
     ep.segments = _segments(render(ep.context, ep.tools, cfg.thinking, True), tok, version)
 
 
@@ -236,7 +264,11 @@ def _act(ep: _Episode, out: Completion, tok: Any, cfg: AgentConfig, version: int
     version = version if out.version is None else out.version  # exact under concurrent updates
     ep.segments.append(Segment(list(out.token_ids), "model", [1] * n, list(out.logprobs), version))
     ep.turns += 1
-    parsed = parse_assistant(tok.decode(out.token_ids, skip_special_tokens=False))
+    fmt = _native(tok)
+    if fmt is not None:
+        parsed = fmt.parse_ids(list(out.token_ids), ep.tools)
+    else:
+        parsed = parse_assistant(tok.decode(out.token_ids, skip_special_tokens=False))
     msg = to_message(parsed)
     for call in msg.tool_calls:
         call.id, ep.n_calls = f"call_{ep.n_calls}", ep.n_calls + 1
@@ -259,6 +291,12 @@ def _act(ep: _Episode, out: Completion, tok: Any, cfg: AgentConfig, version: int
     if ep.finish:
         return
     obs = _force_thinking(obs, cfg)
+    if fmt is not None:
+        ids = fmt.observation_ids(ep.context, obs, ep.tools)
+        ep.history += obs
+        ep.context += obs
+        ep.segments.append(Segment(ids, "env", [0] * len(ids), None, version))
+        return
     ep.history += obs
     ep.context += obs
     spans = observation_spans(obs, cfg.thinking, next_turn_thinking=_think_now(ep.context, cfg))
@@ -287,8 +325,9 @@ def _trajectory(ep: _Episode) -> Trajectory:
 
 
 def stop_ids(tokenizer: Any) -> list[int]:
-    """The ids generation stops at: <|end|> and <|endoftext|>."""
-    return [int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS)]
+    """The ids generation stops at, in the tokenizer's chat format (arcforge's: <|end|> and
+    <|endoftext|>)."""
+    return chat_format(tokenizer).stop_ids()
 
 
 def _run(
@@ -360,7 +399,11 @@ def episode_to_messages(trajectory: Trajectory, tokenizer: Any) -> list[Message]
     their sampled tokens (or from the rendered text when they were re-rendered context). The
     tools section of the system block is left out, as are ids and train flags. Without a
     compaction this equals `trajectory.messages` in role, content, reasoning and tool calls.
+    In a checkpoint's native format the block boundaries are the template's, so the episode's
+    messages are returned.
     """
+    if _native(tokenizer) is not None:
+        return [replace(m, train=True) for m in trajectory.messages]
     roles = {int(tokenizer.convert_tokens_to_ids(t)): r for r, t in ROLE_TOKENS.items()}
     end_id = int(tokenizer.convert_tokens_to_ids(END))
     blocks: list[tuple[str, list[int], list[int]]] = []  # (role, all ids, model ids)

@@ -27,6 +27,7 @@ import json
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -34,7 +35,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids
-from arcforge.chat.tokens import END, EOS
+from arcforge.chat.formats import ChatFormat, NativeFormat, chat_format
 from arcforge.rollout.engine import SamplingParams
 from arcforge.types import Message, Tool
 
@@ -95,9 +96,12 @@ def to_tools(raw: list[dict[str, Any]] | None) -> list[Tool] | None:
     return tools
 
 
-def reply_message(text: str, k: int) -> tuple[dict[str, Any], bool]:
-    """One decoded reply -> (OpenAI assistant message, has tool calls)."""
-    parsed = parse_assistant(text)
+def reply_message(
+    text: str, k: int, fmt: ChatFormat | None = None, tools: list[Tool] | None = None
+) -> tuple[dict[str, Any], bool]:
+    """One decoded reply -> (OpenAI assistant message, has tool calls); parsed in `fmt`'s
+    dialect (arcforge's format when None)."""
+    parsed = parse_assistant(text) if fmt is None else fmt.parse(text, tools)
     msg: dict[str, Any] = {"role": "assistant", "content": parsed.content}
     if parsed.reasoning is not None:
         msg["reasoning_content"] = parsed.reasoning
@@ -158,11 +162,13 @@ def add_chat_route(
             raise HTTPException(400, "chat completions need the checkpoint's tokenizer")
         try:
             prompt, comps = _generate(req, engine, tokenizer, lock)
+            fmt, tools = chat_format(tokenizer), to_tools(req.tools)
         except ValueError as err:
             raise HTTPException(400, str(err)) from err
         replies = []
         for k, c in enumerate(comps):
-            msg, calls = reply_message(tokenizer.decode(c.token_ids, skip_special_tokens=False), k)
+            text = tokenizer.decode(c.token_ids, skip_special_tokens=False)
+            msg, calls = reply_message(text, k, fmt, tools)
             replies.append((msg, "tool_calls" if calls else c.finish_reason))
         n_new = sum(len(c.token_ids) for c in comps)
         usage = {
@@ -193,14 +199,19 @@ def _generate(req: ChatRequest, engine: Any, tokenizer: Any, lock: threading.Loc
         ValueError: naming the bad message or tool, or a prompt that fills the context.
     """
     messages, tools = to_messages(req.messages), to_tools(req.tools)
-    think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
-    prompt = render_ids(
-        messages, tokenizer, tools, ThinkingConfig(enabled=think), add_generation_prompt=True
-    ).input_ids
+    fmt = chat_format(tokenizer)
+    if isinstance(fmt, NativeFormat):
+        kwargs = {**fmt.template_kwargs, **(req.chat_template_kwargs or {})}
+        prompt = replace(fmt, template_kwargs=kwargs).prompt_ids(messages, tools)
+    else:
+        think = bool((req.chat_template_kwargs or {}).get("enable_thinking", True))
+        prompt = render_ids(
+            messages, tokenizer, tools, ThinkingConfig(enabled=think), add_generation_prompt=True
+        ).input_ids
     room = (context_length(engine) or 1 << 30) - len(prompt)
     if room < 1:
         raise ValueError(f"the rendered prompt ({len(prompt)} tokens) fills the context")
-    stops = tuple(int(tokenizer.convert_tokens_to_ids(t)) for t in (END, EOS))
+    stops = tuple(fmt.stop_ids())
     params = SamplingParams(
         max_new_tokens=min(req.max_tokens, room),
         temperature=req.temperature,

@@ -25,7 +25,7 @@ from arcforge.config import RolloutISStageCfg, SourceCfg, Strict
 from arcforge.data.sources import load_records
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
-from arcforge.model.checkpoint import load_model, save_checkpoint
+from arcforge.model.checkpoint import load_model
 from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.engine import LocalEngine
@@ -44,6 +44,7 @@ from arcforge.stages.distill import teacher_dir
 from arcforge.stages.rl import in_band
 from arcforge.train.async_rl import kept_probe, train_async_rl
 from arcforge.train.loop import read_rows
+from arcforge.train.lora import plain_model, save_stage_model
 from arcforge.types import Task
 
 
@@ -207,7 +208,9 @@ def make_probe(ctx: RunContext, stage: AgenticRLStageCfg, pad: int, budget: int)
     factory = env_factory(world)
 
     def probe(model) -> dict[str, list[float]]:
-        engine = LocalEngine(model, pad_token_id=pad, max_batch=ctx.cfg.eval.batch_size)
+        engine = LocalEngine(
+            plain_model(model), pad_token_id=pad, max_batch=ctx.cfg.eval.batch_size
+        )
         out: dict[str, list[float]] = {}
         with progress(len(tasks), "dev probe") as bar:
             for suite, ts in tasks.items():
@@ -284,7 +287,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             init_ray(stage.ray_address, num_cpus=None)
             workers = RayWorkers(
                 orch,
-                model,
+                plain_model(model),
                 tok,
                 stage.agent(),
                 stage.workers,
@@ -324,7 +327,7 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             probe=probe,
             temperatures=temps if pool_cfgs else None,
         )
-    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    save_stage_model(model, tok, out / "checkpoint", {"stage": stage.name}, stage.lora)
     first, last = first_and_last_fifth(rows)
     final = rows[-1] if rows else {}
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from arcforge.chat.formats import chat_format
 from arcforge.config import BaseRunCfg, EngineCfg, StageCfg
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import repo_sequence, synthetic_long_doc
@@ -35,6 +36,7 @@ from arcforge.model.presets import build_config
 from arcforge.model.prime import copy_config_fields, init_for_copying
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from arcforge.rollout.engine import Engine, make_engine
+from arcforge.train.lora import apply_lora, plain_model
 from arcforge.train.rl import stop_token_ids
 
 
@@ -384,14 +386,36 @@ def prepare_world(ctx: RunContext):
     return world
 
 
+def resolve_model_path(path: str) -> str:
+    """A checkpoint directory, or a registered real checkpoint's name (imported and cached on
+    first use, arcforge.model.importer)."""
+    if Path(path).exists():
+        return path
+    from arcforge.model.importer import REGISTRY, real_checkpoint
+
+    if path in REGISTRY:
+        return str(real_checkpoint(path))
+    raise UserError(
+        f"tokenizer/model path not found: {path} (nor a registered checkpoint: {sorted(REGISTRY)})"
+    )
+
+
 def prepare_tokenizer(ctx: RunContext):
     cfg = ctx.cfg
     src = cfg.model.path or cfg.tokenizer.path
     if src:
-        if not Path(src).exists():
-            raise UserError(f"tokenizer/model path not found: {src}")
-        tok, _ = load_tokenizer(src)
+        src = resolve_model_path(src)
+        c = cfg.chat
+        try:
+            tok, _ = load_tokenizer(src, c.format, c.template_kwargs, c.dialect)
+        except ValueError as e:
+            raise UserError(f"{src}: {e}") from None
         return tok
+    if cfg.chat.format == "native":
+        raise UserError(
+            "chat.format native needs a checkpoint with its own chat template (model.path or "
+            "tokenizer.path); a tokenizer trained here uses arcforge's format"
+        )
     tdir = ctx.run_dir / "tokenizer"
     if (tdir / "DONE").exists():
         return load_tokenizer(tdir)[0]
@@ -416,14 +440,22 @@ def prepare_tokenizer(ctx: RunContext):
 
 
 def model_for_stage(ctx: RunContext, stage: StageCfg) -> torch.nn.Module:
-    """The stage's starting model: its init checkpoint, the user's model.path, or a preset."""
+    """The stage's starting model: its init checkpoint, the user's model.path, or a preset;
+    with the stage's `lora:`, wrapped in LoRA adapters (arcforge.train.lora)."""
+    where = f"stage {stage.name!r}"
+    return apply_lora(starting_model(ctx, stage), getattr(stage, "lora", None), where, stage.seed)
+
+
+def starting_model(ctx: RunContext, stage: StageCfg) -> torch.nn.Module:
+    """The stage's starting weights: its init checkpoint, the user's model.path, or a preset."""
     ckpt = ctx.init_checkpoint(stage)
     if ckpt is not None:
         return load_model(ckpt)
     m = ctx.cfg.model
     if m.path:
-        model = load_model(m.path)
-        resize_for_tokenizer(model, ctx.tokenizer)
+        model = load_model(resolve_model_path(m.path))
+        if chat_format(ctx.tokenizer).name == "arcforge":
+            resize_for_tokenizer(model, ctx.tokenizer)  # the native format adds no token
         return model
     tok = ctx.tokenizer
     conf = build_config(
@@ -456,7 +488,7 @@ def rollout_engine(
     weights, closed on exit (a vLLM server it started stops with it)."""
     engine = make_engine(
         cfg,
-        model,
+        plain_model(model),  # a LoRA model's merged copy, under the base model's names
         pad_token_id=pad_id,
         precision=precision,
         max_batch=max_batch,

@@ -22,7 +22,7 @@ from arcforge.config import RolloutISStageCfg, SourceCfg, Strict
 from arcforge.data.sources import Record
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
-from arcforge.model.checkpoint import load_model, save_checkpoint
+from arcforge.model.checkpoint import load_model
 from arcforge.rollout.agent import AgentConfig, first_prompt_ids
 from arcforge.stages.common import (
     RunContext,
@@ -34,6 +34,7 @@ from arcforge.stages.common import (
 )
 from arcforge.stages.rl import load_prompt_records
 from arcforge.train.distill import Teacher, train_distill
+from arcforge.train.lora import save_stage_model
 from arcforge.train.rl import RLPrompt, prompt_from_record
 
 
@@ -113,7 +114,7 @@ def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dic
     with rollout_engine(stage.engine, student, pad, stage.engine_precision, batch) as engine:
         options = trainer_options(ctx, stage, "distill")
         rows = train_distill(student, engine, teachers, stage, out, **options)
-    save_checkpoint(student, tok, out / "checkpoint", extra={"stage": stage.name})
+    save_stage_model(student, tok, out / "checkpoint", {"stage": stage.name}, stage.lora)
     first, last = first_and_last_fifth(rows)
     return {
         "steps": stage.steps,

@@ -19,7 +19,6 @@ from typing import Literal
 from pydantic import Field
 
 from arcforge.config import SourceCfg, Strict
-from arcforge.model.checkpoint import save_checkpoint
 from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rewards.hybrid import HybridCfg, HybridReward
 from arcforge.rewards.orm import RewardModel
@@ -39,6 +38,7 @@ from arcforge.train.general_rl import (
     mix_anchors,
 )
 from arcforge.train.loop import find_state, read_rows
+from arcforge.train.lora import plain_model, save_stage_model
 from arcforge.train.reward_model import (
     RewardModelCfg,
     load_pairs,
@@ -157,7 +157,7 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
     tok = ctx.tokenizer
     ctx.world  # noqa: B018  (registers the world: resolver)
     model = model_for_stage(ctx, stage)
-    orm = stage_orm(stage, model, tok, out)
+    orm = stage_orm(stage, plain_model(model), tok, out)  # a full-weight copy, without LoRA
     hybrid = HybridReward(stage.reward, orm, stage_grm(stage))
     records = load_prompt_records(stage.sources, stage.seed, stage.name)
     tools = ctx.world.tools()  # prompts of tasks that name tools offer them (the tool route)
@@ -181,7 +181,7 @@ def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -
         scorer = hybrid_scorer(tok, hybrid, log, tools)
         options = trainer_options(ctx, stage, "general_rl")
         rows = train_rl(model, engine, prompts, scorer, stage, out, **options)
-    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    save_stage_model(model, tok, out / "checkpoint", {"stage": stage.name}, stage.lora)
     counts = _sum_log(log)
     return {
         **grpo_summary(stage, prompts, rows),

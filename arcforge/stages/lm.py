@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from arcforge.config import OptimCfg, SourceCfg, StageCfg, Strict
+from arcforge.config import LoraCfg, OptimCfg, SourceCfg, StageCfg, Strict
 from arcforge.data.copy_rows import copy_rows, plain_token_ids
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import git_repo_sequences
@@ -41,6 +41,7 @@ from arcforge.train.dsa import DsaCfg, DsaResult, dsa_attentions, run_dsa_phases
 from arcforge.train.fsdp import TrainerCfg, export_hf
 from arcforge.train.lm import heldout_loss, train_lm
 from arcforge.train.loop import Phase
+from arcforge.train.lora import save_stage_model
 
 
 class ContextStageCfg(Strict):
@@ -88,9 +89,14 @@ class LMStageCfg(StageCfg):
     dsa: DsaCfg | None = None
     # single: this process; fsdp2: sharded over the ranks of `arcforge run --nproc N`
     trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+    lora: LoraCfg | None = None  # LoRA adapters (arcforge.train.lora); null: full training
 
     @model_validator(mode="after")
     def _options_fit(self) -> LMStageCfg:
+        if self.lora is not None and self.trainer.backend == "fsdp2":
+            raise ValueError("lora: trainer backend fsdp2 does not shard a LoRA model; use single")
+        if self.lora is not None and (self.mtp is not None or self.dsa is not None):
+            raise ValueError("lora: the mtp and dsa options train full weights; drop lora or them")
         if self.dsa is not None and self.kind != "midtrain":
             raise ValueError(
                 f"dsa: DSA's warm-up and sparse phases belong to a midtrain stage, not {self.kind}"
@@ -192,7 +198,8 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     if mtp is not None and stage.mtp.align_steps:
         align = _align_mtp(stage, model, mtp, phases[-1], tok.pad_token_id)
     final_held = heldout_loss(model, held)
-    export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    meta = {"stage": stage.name}
+    save_stage_model(model, tok, out / "checkpoint", meta, stage.lora, save=export_hf)
     if mtp is not None:  # after the export, which replaces the directory
         save_mtp(mtp, out / "checkpoint")
     if is_main_rank():

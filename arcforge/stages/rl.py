@@ -20,7 +20,6 @@ from arcforge.config import OnPolicyStageCfg, SourceCfg
 from arcforge.data.reasoning_gym import is_reasoning_gym, load_reasoning_gym
 from arcforge.data.sources import Record, load_records, mix
 from arcforge.errors import ConfigError, UserError
-from arcforge.model.checkpoint import save_checkpoint
 from arcforge.stages.common import (
     RunContext,
     grpo_summary,
@@ -29,6 +28,7 @@ from arcforge.stages.common import (
     row_mean,
     trainer_options,
 )
+from arcforge.train.lora import save_stage_model
 from arcforge.train.rl import prompt_from_record, text_scorer, train_rl
 
 
@@ -113,7 +113,7 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     with engine_cm as engine:
         options = trainer_options(ctx, stage, "rl")
         rows = train_rl(model, engine, prompts, text_scorer(tok), stage, out, **options)
-    save_checkpoint(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    save_stage_model(model, tok, out / "checkpoint", {"stage": stage.name}, stage.lora)
     return {
         **grpo_summary(stage, prompts, rows),
         "dropped_overlong": sum(r["dropped_overlong"] for r in rows),

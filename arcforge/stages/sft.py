@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from arcforge.config import OptimCfg, SourceCfg, StageCfg
+from arcforge.config import LoraCfg, OptimCfg, SourceCfg, StageCfg
 from arcforge.data.sources import load_records
 from arcforge.errors import UserError
 from arcforge.stages.common import RunContext, model_for_stage
 from arcforge.train.fsdp import TrainerCfg, export_hf
+from arcforge.train.lora import save_stage_model
 from arcforge.train.sft import Conversation, encode_conversations, train_sft
 from arcforge.types import Message, Tool
 
@@ -31,6 +32,13 @@ class SFTStageCfg(StageCfg):
     preserve_thinking: bool = False
     # single: this process; fsdp2: sharded over the ranks of `arcforge run --nproc N`
     trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+    lora: LoraCfg | None = None  # LoRA adapters (arcforge.train.lora); null: full fine-tuning
+
+    @model_validator(mode="after")
+    def _lora_single(self) -> SFTStageCfg:
+        if self.lora is not None and self.trainer.backend == "fsdp2":
+            raise ValueError("lora: trainer backend fsdp2 does not shard a LoRA model; use single")
+        return self
 
 
 # ---- the runner ----------------------------------------------------------------------------
@@ -89,7 +97,8 @@ def run_sft_stage(ctx: RunContext, stage: SFTStageCfg, out: Path) -> dict:
         logging=ctx.cfg.logging,
         run_name=f"{ctx.cfg.name}/{stage.name}",
     )
-    export_hf(model, tok, out / "checkpoint", extra={"stage": stage.name})
+    meta = {"stage": stage.name}
+    save_stage_model(model, tok, out / "checkpoint", meta, stage.lora, save=export_hf)
     return {
         "steps": res.steps,
         "final_loss": res.final_loss,

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arcforge.chat import parse_assistant
+from arcforge.chat.formats import chat_format
 from arcforge.data.sources import record_from_task
 from arcforge.model.checkpoint import load_model
 from arcforge.model.tokenizer import load_tokenizer
@@ -96,7 +96,7 @@ def rejection_sample(
         counts["kept"] += 1
         seen: set[str] = set()
         for j in ok:
-            parsed = parse_assistant(tok.decode(comps[j].token_ids, skip_special_tokens=False))
+            parsed = chat_format(tok).parse_ids(list(comps[j].token_ids))
             key = f"{parsed.reasoning}\x00{parsed.content}"
             if key in seen or len(seen) >= keep_per_problem:
                 continue

@@ -46,6 +46,7 @@ from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rollout.orchestrator import Batch, Orchestrator
 from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.lora import policy_state_dict
 from arcforge.train.on_policy import optimizer_step
 from arcforge.train.optim import Optimizer
 from arcforge.train.resume import TrainerState
@@ -56,7 +57,6 @@ from arcforge.train.step_select import (
     ProbeSettings,
     StepProbe,
     WeightEMA,
-    weights,
 )
 from arcforge.train.step_select import kept_probe as kept_probe  # the stage's import
 
@@ -226,7 +226,7 @@ def train_async_rl(
     start, version = state.step, state.info.get("version", 0)
     if state.resumed:
         orch.restore(state.info["orchestrator"])
-        workers.push_weights(weights(model), version, cfg.weight_sync_timeout)
+        workers.push_weights(policy_state_dict(model, clone=True), version, cfg.weight_sync_timeout)
     # resumed from the state's average; a fresh one starts at w_0
     ema = WeightEMA(model, cfg.weight_ema, state.tensors("ema")) if cfg.weight_ema > 0 else None
     sink = MetricSink(
@@ -258,7 +258,8 @@ def train_async_rl(
                 done, t_sync = step + 1, 0.0
                 if done % cfg.sync_every == 0:
                     version += 1
-                    t_sync = workers.push_weights(weights(model), version, cfg.weight_sync_timeout)
+                    pushed = policy_state_dict(model, clone=True)
+                    t_sync = workers.push_weights(pushed, version, cfg.weight_sync_timeout)
                     if cfg.reset_optimizer:
                         opt.state.clear()  # Adam's moments remember gradients of older policies
                 waited, n_trajs = waited + t_wait, n_trajs + bstats["trajectories"]

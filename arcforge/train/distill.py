@@ -33,6 +33,7 @@ from arcforge.metrics import LoggingCfg
 from arcforge.progress import progress
 from arcforge.rl.losses import opd_advantages
 from arcforge.rollout.engine import Engine, SamplingParams
+from arcforge.train.lora import policy_state_dict
 from arcforge.train.on_policy import open_policy_run, optimizer_step
 from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
 from arcforge.train.rollout_batch import (
@@ -151,7 +152,7 @@ def train_distill(
             batch.advantages = opd_advantages(batch.logp_ref, batch.logp_infer) * batch.mask
             backward = partial(policy_backward, student, batch, cfg)
             stats = optimizer_step(student, opt, cfg, step, backward)
-            engine.load_weights(student.state_dict(), engine.version + 1)
+            engine.load_weights(policy_state_dict(student), engine.version + 1)
             # per-row reverse KL estimate Σ_t (log π_s − log π_t), averaged per teacher
             kl_row = (-batch.advantages).sum(1) / batch.mask.sum(1).clamp(min=1)  # (B,)
             own = torch.tensor(owner)

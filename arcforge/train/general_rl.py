@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import torch
 
-from arcforge.chat import parse_assistant
 from arcforge.chat.encoding import encode_spans
+from arcforge.chat.formats import chat_format, scripted_reply
 from arcforge.chat.template import assistant_spans
 from arcforge.device import model_device
 from arcforge.rewards.hybrid import HybridReward
@@ -55,9 +55,8 @@ def hybrid_scorer(
 
     def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list:
         before = Counter(hybrid.counts)
-        parsed = [
-            parse_assistant(tokenizer.decode(c.token_ids, skip_special_tokens=False)) for c in comps
-        ]
+        fmt = chat_format(tokenizer)
+        parsed = [fmt.parse_ids(list(c.token_ids)) for c in comps]
         tasks = [p.task for p in prompts]
         routed = [i for i, t in enumerate(tasks) if tools is not None and t.tools]
         rest = sorted(set(range(len(tasks))) - set(routed))
@@ -94,7 +93,12 @@ def _component_means(rewards: list) -> dict[str, float]:
 
 
 def anchor_reply_ids(tokenizer: Any, answer: str, thinking: bool) -> list[int]:
-    """The token ids of `answer` as a sampled assistant reply (think block if on, <|end|>)."""
+    """The token ids of `answer` as a sampled assistant reply (think block if on, <|end|>);
+    in a checkpoint's native format, the template's text for the reply and its first stop id."""
+    fmt = chat_format(tokenizer)
+    if fmt.name == "native":
+        text = scripted_reply(fmt, None, answer, [])
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"]) + fmt.stop_ids()[:1]
     spans = assistant_spans(Message("assistant", answer, reasoning=""), thinking)
     spans = spans[1 if thinking else 2 : -1]  # no header (in the prompt), no final newline
     return [t for ids in encode_spans(spans, tokenizer) for t in ids]

@@ -16,6 +16,7 @@ from arcforge.config import OptimCfg
 from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.rollout.engine import Engine
 from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.lora import policy_state_dict
 from arcforge.train.resume import TrainerState
 
 
@@ -48,7 +49,7 @@ def open_policy_run(
     opt = build_optimizer(model, optim)
     state = TrainerState(out_dir, model, opt)
     if state.resumed:
-        engine.load_weights(model.state_dict(), state.info["engine_version"])
+        engine.load_weights(policy_state_dict(model), state.info["engine_version"])
     sink = MetricSink(
         logging or LoggingCfg(), out_dir, name=run_name, resume_step=state.metrics_resume_step
     )

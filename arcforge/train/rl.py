@@ -44,8 +44,8 @@ from typing import Protocol
 
 import torch
 
-from arcforge.chat import parse_assistant, render_ids
-from arcforge.chat.tokens import END, EOS
+from arcforge.chat import render_ids
+from arcforge.chat.formats import chat_format
 from arcforge.config import LossCfg, OptimCfg
 from arcforge.data.sources import Record
 from arcforge.device import model_device, to_device
@@ -56,6 +56,7 @@ from arcforge.rewards.registry import score as score_reply
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
 from arcforge.rl.losses import POLICY_LOSSES, kl_penalty
 from arcforge.rollout.engine import Completion, Engine, SamplingParams
+from arcforge.train.lora import policy_state_dict
 from arcforge.train.on_policy import open_policy_run, optimizer_step
 from arcforge.train.rollout_batch import (
     TokenBatch,
@@ -114,9 +115,10 @@ def prompt_from_record(
 
 
 def stop_token_ids(tokenizer) -> list[int]:
-    """The ids that end a reply: <|end|> and <|endoftext|>."""
-    ids = [tokenizer.convert_tokens_to_ids(t) for t in (END, EOS)]
-    return [i for i in ids if i is not None and i >= 0]
+    """The ids that end a reply in the tokenizer's chat format (arcforge's: <|end|> and
+    <|endoftext|>; a native checkpoint's: its generation config's eos ids and its dialect's end
+    tokens)."""
+    return [i for i in chat_format(tokenizer).stop_ids() if i is not None and i >= 0]
 
 
 def text_scorer(tokenizer, workers: int = 4) -> Scorer:
@@ -124,8 +126,7 @@ def text_scorer(tokenizer, workers: int = 4) -> Scorer:
     registry (threads when the batch has code tasks: their tests run in subprocesses)."""
 
     def one(prompt: RLPrompt, comp: Completion) -> Reward:
-        text = tokenizer.decode(comp.token_ids, skip_special_tokens=False)
-        return score_reply(parse_assistant(text).content, prompt.task)
+        return score_reply(chat_format(tokenizer).parse_ids(comp.token_ids).content, prompt.task)
 
     def scorer(prompts: list[RLPrompt], comps: list[Completion]) -> list[Reward]:
         if any(p.task.kind == "code" for p in prompts):
@@ -412,7 +413,7 @@ def train_rl(
             if ro.batch is not None and ro.batch.n_tokens > 0:
                 backward = partial(policy_backward, model, ro.batch, cfg, ref, routing=ro.routing)
                 stats = optimizer_step(model, opt, cfg, step, backward)
-                engine.load_weights(model.state_dict(), engine.version + 1)
+                engine.load_weights(policy_state_dict(model), engine.version + 1)
             done, dt = step + 1, time.time() - t0
             r = torch.tensor(ro.rewards)
             row = {
