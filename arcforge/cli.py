@@ -22,6 +22,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from arcforge.cli_model import model_app
 from arcforge.cli_synth import register as _register_core_synth
 from arcforge.errors import UserError
 
@@ -239,6 +240,8 @@ eval_app = typer.Typer(
     "Examples:\n\n"
     "    arcforge eval runs/smoke    # every stage of a run, then its report\n\n"
     "    arcforge eval runs/smoke/sft/checkpoint --suites reasoning,chat\n\n"
+    "    arcforge eval CKPT --suites 'bfcl:simple_python,reasoning_gym:leg_counting?n=200'\n\n"
+    "    arcforge eval --endpoint http://localhost:8000/v1 --model M --suites bfcl:multiple\n\n"
     "    arcforge eval contamination runs/smoke\n\n"
     "    arcforge eval judge PROJECT_DIR --base-url URL --model M",
 )
@@ -247,7 +250,9 @@ app.add_typer(eval_app, name="eval")
 
 @eval_app.command("matrix")
 def eval_(
-    target: Path = typer.Argument(..., help="A checkpoint dir or a run dir."),
+    target: Path = typer.Argument(
+        None, help="A checkpoint dir or a run dir (none with --endpoint)."
+    ),
     suites: str = typer.Option("", help="Comma-separated suites (default: the config's)."),
     config: Path = typer.Option(None, help="Run config for the world and eval settings."),
     episodes: Path = typer.Option(
@@ -263,6 +268,13 @@ def eval_(
         help="Checkpoint target: an --out file of another checkpoint; prints each shared "
         "suite's paired change to this one, with its 95% interval.",
     ),
+    endpoint: str = typer.Option(
+        None,
+        help="Score an OpenAI-compatible server (vLLM, SGLang, `arcforge serve`) instead of a "
+        "checkpoint: its base URL, e.g. http://localhost:8000/v1; external suites only.",
+    ),
+    model: str = typer.Option("default", help="With --endpoint: the model name to request."),
+    max_tokens: int = typer.Option(512, help="With --endpoint: the longest reply."),
 ) -> None:
     """Evaluate a checkpoint (or every stage of a run) on the held-out suites (the default
     subcommand: `arcforge eval TARGET` runs it).
@@ -278,6 +290,11 @@ def eval_(
 
     names = [s for s in suites.split(",") if s] or None
     check_suites(names or [])  # before any world is built
+    if endpoint:
+        _eval_endpoint(endpoint, model, max_tokens, names or [], out, against)
+        return
+    if target is None:
+        raise UserError("give a checkpoint or run directory, or --endpoint URL")
     if (target / "config.yaml").exists() and not (target / "config.json").exists():
         if out or against:
             raise UserError(
@@ -301,13 +318,46 @@ def eval_(
     from arcforge.stages import build_world_from_cfg
 
     set_run_device(cfg.device)
-    res = evaluate_checkpoint(
-        target, build_world_from_cfg(cfg), cfg.eval, names, episodes_dir=episodes
-    )
+    from arcforge.eval.harness import is_external
+
+    # external benchmarks need no world: build it only for the world's own suites
+    world_needed = any(not is_external(n) for n in (names or cfg.eval.suites))
+    world = build_world_from_cfg(cfg) if world_needed else None
+    res = evaluate_checkpoint(target, world, cfg.eval, names, episodes_dir=episodes)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1, default=str))
     keys = ("score", "ci", "n", "outcomes", "by_hops")
+    typer.echo(
+        json.dumps({k: {kk: v[kk] for kk in keys if kk in v} for k, v in res.items()}, indent=1)
+    )
+    if base is not None:
+        _print_changes(base, res, against)
+
+
+def _eval_endpoint(
+    url: str, model: str, max_tokens: int, names: list[str], out: Path | None, against
+) -> None:
+    """External suites against an OpenAI-compatible endpoint."""
+    import json
+
+    from arcforge.eval.external.endpoint import EndpointResponder
+    from arcforge.eval.harness import is_external, run_external
+
+    world = [n for n in names if not is_external(n)]
+    if world or not names:
+        raise UserError(
+            f"--endpoint scores external suites (bfcl:..., tasks:..., ...); got {world or 'none'}"
+        )
+    base = _read_results(against) if against else None
+    responder = EndpointResponder(url, model, temperature=0.0, max_tokens=max_tokens)
+    res = {n: run_external(n, responder, max_tokens)[0] for n in names}
+    for r in res.values():
+        r["endpoint"] = {"url": url, "model": model}
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1, default=str))
+    keys = ("score", "ci", "n", "baselines")
     typer.echo(
         json.dumps({k: {kk: v[kk] for kk in keys if kk in v} for k, v in res.items()}, indent=1)
     )
@@ -507,9 +557,37 @@ def env_serve(
     serve_env_host(env_host, host, port)
 
 
+@env_app.command("serve-mcp")
+def env_serve_mcp(
+    tasks: Path = typer.Argument(..., help="Task JSONL holding ABE tasks (context['abe'])."),
+    task: str = typer.Option(None, "--task", help="The task id; default: the first ABE task."),
+) -> None:
+    """Serve one ABE task's synthesized tools as an MCP server on stdin/stdout.
+
+    Any MCP client can list and call the tools; they answer from the task's records exactly as
+    the abe environment does. Needs the `mcp` extra.
+
+    Examples:
+        arcforge env serve-mcp abe_tasks.jsonl --task abe-0003
+        # as an MCP environment's server: {"command": ["arcforge", "env", "serve-mcp", "abe.jsonl"]}
+    """
+    try:
+        from arcforge.envs.mcp_env import abe_spec_of, serve_abe_stdio
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise UserError(
+            f"serve-mcp needs the `mcp` extra (pip install 'arcforge[mcp]'): {err}"
+        ) from None
+    try:
+        spec = abe_spec_of(tasks, task)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    serve_abe_stdio(spec)
+
+
 synth_app = typer.Typer(no_args_is_help=True, help="Data synthesis.")
 app.add_typer(synth_app, name="synth")
 _register_core_synth(synth_app)  # check-task, swe, terminal, export (arcforge/cli_synth.py)
+app.add_typer(model_app, name="model")  # import real checkpoints (arcforge/cli_model.py)
 
 
 @synth_app.command("rejection")

@@ -101,6 +101,12 @@ def _swe(task: Task, world: Any, *, repos: Any = None, **kw: Any) -> Environment
     return SWEEnv(repos, **kw)
 
 
+def _mcp(task: Task, world: Any, **kw: Any) -> Environment:
+    from arcforge.envs.mcp_env import MCPEnv  # needs the `mcp` extra only when used
+
+    return MCPEnv(**kw)
+
+
 def _slides(task: Task, world: Any, **kw: Any) -> Environment:
     from arcforge.envs.slides import SlidesEnv  # needs playwright + chromium only when used
 
@@ -148,6 +154,7 @@ FACTORIES: dict[str, EnvFactory] = {
     "chain": _chain,
     "explore": _explore,
     "swarm": _swarm,
+    "mcp": _mcp,
 }
 
 

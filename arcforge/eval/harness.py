@@ -48,11 +48,48 @@ def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
     return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 
+def is_external(name: str) -> bool:
+    """An external benchmark (`bfcl:simple_python`, ...) rather than a world suite."""
+    return ":" in name
+
+
 def check_suites(names: list[str]) -> None:
-    """Raise a UserError naming any suite that is not registered."""
-    unknown = [s for s in names if s not in SUITES]
+    """Raise a UserError naming any suite that is not registered (world suites by name,
+    external ones by prefix, arcforge.eval.external)."""
+    from arcforge.eval.external import known_prefixes, parse_spec
+
+    unknown = [s for s in names if not is_external(s) and s not in SUITES]
     if unknown:
-        raise UserError(f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}")
+        raise UserError(
+            f"unknown eval suite(s) {unknown}; known: {sorted(SUITES)}, or an external "
+            f"benchmark PREFIX:ARG with PREFIX one of {known_prefixes()}"
+        )
+    for s in names:
+        if is_external(s) and parse_spec(s).prefix not in known_prefixes():
+            raise UserError(f"unknown external suite {s!r}; prefixes: {known_prefixes()}")
+
+
+def run_external(name: str, responder: Any, max_new_tokens: int) -> tuple[dict, list[dict]]:
+    """One external suite scored by its own checker: (result in the matrix's shape, per-item
+    records for the episodes file)."""
+    from arcforge.eval.external import open_suite
+
+    t0 = time.time()
+    res = open_suite(name).run(responder)
+    scores = [float(i.score) for i in res.items]
+    result = {
+        **summarize(scores),
+        "ci": list(res.ci),
+        "scores": [round(s, 6) for s in scores],
+        "item_ids": [i.id for i in res.items],
+        "baselines": res.baselines,
+        "meta": res.meta,
+        "examples": [{"id": i.id, "score": i.score, **i.detail} for i in res.items[:3]],
+        "seconds": round(time.time() - t0, 2),
+        "settings": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
+    }
+    records = [{"id": i.id, "score": i.score, **i.detail} for i in res.items]
+    return result, records
 
 
 def weights_fingerprint(ckpt: Path) -> str:
@@ -123,6 +160,19 @@ def evaluate_checkpoint(
     with progress(len(names), desc) as bar:
         for i, name in enumerate(names):
             t0 = time.time()
+            if is_external(name):
+                from arcforge.eval.external.checkpoint import CheckpointResponder
+
+                responder = CheckpointResponder.from_loaded(
+                    ev.model, ev.tokenizer, ev.engine, cfg.max_new_tokens, cfg.seed
+                )
+                results[name], records = run_external(name, responder, cfg.max_new_tokens)
+                if episodes_dir is not None:
+                    episodes_dir.mkdir(parents=True, exist_ok=True)
+                    lines = "".join(json.dumps(r, default=str) + "\n" for r in records)
+                    (episodes_dir / f"{name.replace('/', '_')}.jsonl").write_text(lines)
+                bar.update(i + 1)
+                continue
             out = SUITES[name](ev, cfg)
             results[name] = {
                 **summarize(out.scores),
