@@ -43,6 +43,7 @@ def test_bad_external_names_are_refused(bad):
         check_suites([bad])
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_the_cli_scores_an_external_suite_without_building_a_world(ckpt, tmp_path):
     out = tmp_path / "r.json"
     r = run_cli(

@@ -148,6 +148,7 @@ def test_the_kill_hook_fires_after_the_named_stages_nth_row_only(tmp_path, monke
         arm_kill_hook("s")
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_general_rl_and_distill_resume_to_the_uninterrupted_checkpoints(smoke_run, tmp_path):
     for d in ["world", "tokenizer", *STAGES[:5]]:
         shutil.copytree(smoke_run / d, tmp_path / d)

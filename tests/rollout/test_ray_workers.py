@@ -28,6 +28,7 @@ def _policy(tok) -> nn.Module:
     return end_biased_nano(tok, end_bias=3.0)
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_killed_ray_worker_loses_and_duplicates_no_trajectory(world, tok):
     from arcforge.rollout.ray_backend import RayWorkers, init_ray, ray_env_service
 

@@ -105,6 +105,7 @@ def test_git_history_tries_older_versions_until_one_passes(tmp_path):
     assert res.fooled and "attempt 2" in res.detail, res
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_strong_harbor_task_is_not_flagged(tmp_path):
     task = import_task_dir(harbor_dir(tmp_path / "strong", *STRONG_HARBOR))
     res = check_task_exploits(task, runs=1)

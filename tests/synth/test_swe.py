@@ -128,6 +128,7 @@ def test_swebench_records_route(built, tmp_path):
     assert out[0].data["problem_statement"] == "median() is missing"
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_synthetic_bugs_break_tests_and_hold(built, tmp_path):
     root, repo, _, _ = built
     recs, path = synthesize_bugs(repo, tmp_path / "bugs", SWESynthConfig(runs=2, max_bugs=3))

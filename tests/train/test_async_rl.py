@@ -254,6 +254,7 @@ def success_rate(tok, model, pool) -> float:
     return sum(t.reward for t in trajs) / len(trajs)
 
 
+@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_the_async_loop_raises_reward_from_stale_and_partial_rollouts(tok, tmp_path):
     """Off-policy by design (tau 2, partial rollouts across weight pushes), the double-sided IS
     loss still climbs the reward: 0.48 -> 0.86-0.97 in 20 steps with two CPU hogs beside it
