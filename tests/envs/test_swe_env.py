@@ -342,6 +342,7 @@ def test_the_expert_solves_every_held_out_task(world, env):
         assert env.verify().score == 1.0, task.id
 
 
+@pytest.mark.slow  # over 5 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_made_up_function_names_run_and_the_expert_fixes_them(world, env):
     """swe_fresh_functions: the same bugs, in train repos whose functions have made-up names."""
     import random

@@ -15,6 +15,10 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+# The smoke run (every stage through the CLI, about a minute) and the CLI checks on it take
+# about two minutes in all: `make test-all` runs them, so `make test` stays under 10 minutes.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ["pretrain", "midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 SUPERVISED = ["pretrain", "midtrain", "sft"]
@@ -76,7 +80,6 @@ def test_checkpoints_load_with_transformers_and_differ(smoke_run):
     assert theta == 20000.0  # the last context stage's RoPE base is saved with the checkpoint
 
 
-@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_rerun_skips_finished_stages(smoke_run):
     before = {s: (smoke_run / s / "DONE").stat().st_mtime for s in STAGES}
     t0 = time.time()
@@ -95,7 +98,6 @@ def test_report_command_regenerates(smoke_run):
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
-@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_eval_checks_its_target_and_suites_first(smoke_run):
     r = cli("eval", str(smoke_run / "nope"), timeout=60)
     assert r.returncode == 2 and "neither a checkpoint" in r.stderr and "Traceback" not in r.stderr
@@ -103,7 +105,6 @@ def test_eval_checks_its_target_and_suites_first(smoke_run):
     assert r.returncode == 2 and "nosuch" in r.stderr
 
 
-@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_eval_writes_agent_episodes_and_their_outcomes(smoke_run, tmp_path):
     ck, out = smoke_run / "sft" / "checkpoint", tmp_path / "episodes"
     r = cli(
@@ -197,7 +198,6 @@ def test_agentic_rl_ends_on_the_probed_step_its_rule_keeps(smoke_run):
     assert shared and all(torch.equal(final[k], ref[k]) for k in shared)
 
 
-@pytest.mark.slow  # over 10 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_run_until_stops_after_the_named_stage(smoke_run):
     """`run --until STAGE` takes a stage name or kind; on the finished run it goes through the
     done stages up to that one and no further; an unknown stage is one line naming the stages."""

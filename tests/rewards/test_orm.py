@@ -73,6 +73,7 @@ def test_loading_a_non_reward_model_dir_is_a_clear_error(tmp_path):
         RewardModel.load(tmp_path)
 
 
+@pytest.mark.slow  # over 5 s: `make test-all` runs it (make test stays under 10 minutes)
 def test_train_rm_cli_bad_input_is_one_line(tmp_path):
     import subprocess
     import sys
