@@ -51,6 +51,16 @@ class SuiteSpec:
     def name(self) -> str:
         return f"{self.prefix}:{self.arg}"
 
+    def int_option(self, key: str, default: int, lo: int = 1) -> int:
+        """An integer option (`?turns=30`); a UserError names a bad one."""
+        try:
+            value = int(self.options.get(key, default))
+        except ValueError:
+            raise UserError(f"{self.name}: ?{key}= must be an integer") from None
+        if value < lo:
+            raise UserError(f"{self.name}: ?{key}= must be at least {lo}")
+        return value
+
     def draw(self, items: Sequence[T]) -> list[T]:
         """The suite's items: all of them, or `n` drawn at random with `seed` (order kept)."""
         if self.n is None or self.n >= len(items):

@@ -88,16 +88,6 @@ def official_verdict(details: dict[str, Any], f2p: list[str], p2p: list[str]) ->
     return {"resolution": get_resolution_status(report), "report": report}
 
 
-def _int(spec: SuiteSpec, key: str, default: int, lo: int = 1) -> int:
-    try:
-        value = int(spec.options.get(key, default))
-    except ValueError:
-        raise UserError(f"{spec.name}: ?{key}= must be an integer") from None
-    if value < lo:
-        raise UserError(f"{spec.name}: ?{key}= must be at least {lo}")
-    return value
-
-
 class SWEBenchSuite:
     """The `swebench:<file.jsonl>` suite (see the module docstring)."""
 
@@ -105,8 +95,8 @@ class SWEBenchSuite:
         self.spec = spec
         self.path = Path(spec.arg).expanduser()
         self.records = load_instances(self.path)
-        self.turns = _int(spec, "turns", DEFAULT_TURNS)
-        self.baseline = _int(spec, "baseline", 1, lo=0) > 0
+        self.turns = spec.int_option("turns", DEFAULT_TURNS)
+        self.baseline = spec.int_option("baseline", 1, lo=0) > 0
         self.backend = spec.options.get("backend", "bwrap")
 
     def attempt(self, task: Any, responder: Responder | None) -> dict[str, Any]:

@@ -89,16 +89,6 @@ def agent_timeout(path: Path) -> float:
         return DEFAULT_AGENT_TIMEOUT
 
 
-def _int(spec: SuiteSpec, key: str, default: int, lo: int = 1) -> int:
-    try:
-        value = int(spec.options.get(key, default))
-    except ValueError:
-        raise UserError(f"{spec.name}: ?{key}= must be an integer") from None
-    if value < lo:
-        raise UserError(f"{spec.name}: ?{key}= must be at least {lo}")
-    return value
-
-
 class TasksSuite:
     """The `tasks:<dir>` suite (see the module docstring)."""
 
@@ -113,9 +103,9 @@ class TasksSuite:
                 f"{spec.name}: no Terminal-Bench (task.yaml) or Harbor (task.toml) task "
                 f"directory in {self.root} or its subdirectories"
             )
-        self.turns = _int(spec, "turns", DEFAULT_TURNS)
-        self.k = _int(spec, "k", 1)
-        self.baseline = _int(spec, "baseline", 1, lo=0) > 0
+        self.turns = spec.int_option("turns", DEFAULT_TURNS)
+        self.k = spec.int_option("k", 1)
+        self.baseline = spec.int_option("baseline", 1, lo=0) > 0
         c = spec.options.get("container")
         self.container = None if c in (None, "") else c not in ("0", "false", "no")
         self.tool_timeout = spec.options.get("tool_timeout")
