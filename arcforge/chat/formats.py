@@ -251,14 +251,13 @@ class NativeFormat(ChatFormat):
         dicts, schemas = self._dicts(messages, tools)
         stops = self._stop_strings()
         ranges: list[tuple[int, int]] = []
+        shift = len(dicts) - len(messages)  # the default tool block may prepend a system dict
         for i, m in enumerate(messages):
             if m.role != "assistant" or not m.train:
                 continue
             try:
-                before = self._apply(dicts[: self._dict_index(dicts, messages, i)], schemas, True)
-                upto = self._apply(
-                    dicts[: self._dict_index(dicts, messages, i) + 1], schemas, False
-                )
+                before = self._apply(dicts[: i + shift], schemas, True)
+                upto = self._apply(dicts[: i + shift + 1], schemas, False)
             except Exception:  # a template that refuses a prefix (e.g. must end on a user turn)
                 continue
             if not (upto.startswith(before) and full.startswith(before)):
@@ -279,11 +278,6 @@ class NativeFormat(ChatFormat):
                     end = stripped
             ranges.append((start, end))
         return ranges
-
-    @staticmethod
-    def _dict_index(dicts: list[dict], messages: list[Message], i: int) -> int:
-        """Index in `dicts` of messages[i] (the default tool block may prepend a system dict)."""
-        return i + (len(dicts) - len(messages))
 
     def encode(self, messages, tools=None, add_generation_prompt=False) -> Encoded:
         full = self.render_text(messages, tools, add_generation_prompt)
