@@ -126,7 +126,7 @@ $(BFCL_STAMP): constraints-bfcl.txt
 
 setup-bfcl: $(BFCL_STAMP)
 
-test test-all: $(BFCL_STAMP)
+demo test test-all: $(BFCL_STAMP)
 
 bfcl-agreement: setup $(BFCL_STAMP)
 	$(BIN)/python benchmarks/bfcl_agreement.py

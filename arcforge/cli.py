@@ -295,6 +295,10 @@ def eval_(
         return
     if target is None:
         raise UserError("give a checkpoint or run directory, or --endpoint URL")
+    if not target.exists():  # a registered real checkpoint's name (imported on first use)
+        from arcforge.stages.common import resolve_model_path
+
+        target = Path(resolve_model_path(str(target)))
     if (target / "config.yaml").exists() and not (target / "config.json").exists():
         if out or against:
             raise UserError(

@@ -224,6 +224,12 @@ def run_pipeline(
             record_seconds(run_dir, "setup_seconds", time.time() - t0)
         (run_dir / "config.yaml").write_text(dump_config(cfg))  # once the saved world agrees
     ranks.signal(run_dir, "setup")
+    if ranks.main and evaluate and cfg.eval.base and cfg.model.path:
+        measured = not (run_dir / "eval" / "base.json").exists()
+        t0 = time.time()
+        evaluate_run(ctx, only=["base"])  # the real checkpoint every stage is compared with
+        if measured:
+            record_seconds(run_dir, "eval_seconds", time.time() - t0, "base")
     for stage in cfg.stages:
         if ranks.world > 1 and not is_sharded_stage(stage):
             if ranks.main:

@@ -40,10 +40,13 @@ def collect(run_dir: Path) -> dict[str, Any]:
         raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
     cfg = yaml.safe_load(cfg_path.read_text())
     stages, matrix, items, outcomes, hops, clusters, arms = [], {}, {}, {}, {}, {}, {}
-    for s in cfg.get("stages", []):
+    listed = list(cfg.get("stages", []))
+    if (run_dir / "eval" / "base.json").exists():  # the real checkpoint the run started from
+        listed.insert(0, {"name": "base", "kind": "base"})
+    for s in listed:
         name = s["name"]
         done = run_dir / name / "DONE"
-        info = {"name": name, "kind": s["kind"], "done": done.exists()}
+        info = {"name": name, "kind": s["kind"], "done": done.exists() or s["kind"] == "base"}
         if done.exists():
             info.update(json.loads(done.read_text()))
         stages.append(info)
@@ -55,6 +58,8 @@ def collect(run_dir: Path) -> dict[str, Any]:
                     "ci": r["ci"],
                     "n": r["n"],
                 }
+                if r.get("baselines"):  # external suites: their trivial baselines
+                    matrix[suite][name]["baselines"] = r["baselines"]
                 if r.get("scores"):
                     items.setdefault(suite, {})[name] = r["scores"]
                 if r.get("clusters"):
@@ -387,15 +392,22 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         "(arcforge.audit.contamination; * expected by design, reason below). Under each row: "
         "the trivial baselines on the same items, scored like the suite (majority: the most "
         "common train reference for every item; nearest: the reference of the most similar "
-        "train prompt); a stage's score is read against them.",
+        "train prompt; external benchmarks: their own, e.g. BFCL's never-call); a stage's score "
+        "is read against them. 🟢 / 🔴: better / worse than the previous evaluated stage beyond "
+        "the paired 95% CI of the change.",
         ["suite", "contam.", *cols],
     )
     cont = (rep.get("contamination") or {}).get("suites", {})
     base = (rep.get("baselines") or {}).get("suites", {})
+    marks = {
+        (c["suite"], c["to"]): ("🟢 " if c["improved"] else "🔴 ")
+        for c in rep["changes"]
+        if c["beyond_ci"]
+    }
     for suite, by in rep["matrix"].items():
-        cells = " | ".join(_fmt(by.get(c), suite) for c in cols)
+        cells = " | ".join(marks.get((suite, c), "") + _fmt(by.get(c), suite) for c in cols)
         lines.append(f"| {suite} | {_contam_cell(cont, suite)} | {cells} |")
-        b = _baseline_cell(base, suite)
+        b = _baseline_cell(base, suite) or _external_baselines(by)
         if b:
             lines.append(f"| ↳ baselines | | {b} |" + " |" * (len(cols) - 1))
         for arm in ("swarm", "single"):
@@ -429,7 +441,8 @@ def render_markdown(rep: dict, plots: list[str]) -> str:
         dci_s += "ᶜ" if c.get("clustered") else ""
         lines.append(
             f"| {c['suite']} | {c['from']} → {c['to']} | {c['delta']:+.3f} | {dci_s} | "
-            f"{'yes' if c['beyond_ci'] else 'no'} | {'yes' if c['improved'] else 'no'} |"
+            f"{'yes' if c['beyond_ci'] else 'no'} | "
+            f"{('🟢 yes' if c['improved'] else '🔴 no') if c['beyond_ci'] else 'no'} |"
         )
     lines += _forgetting_md(rep.get("forgetting", []))
     lines += _outcomes_md(rep.get("outcomes", {}), order)
@@ -499,11 +512,19 @@ BASELINE_SUITES = (
 
 
 def _contam_cell(cont: dict, suite: str) -> str:
-    r = cont.get(_check_suite(suite) or "")
+    r = cont.get(_check_suite(suite) or "") or (cont.get(suite) if ":" in suite else None)
+    if r and r.get("unchecked"):
+        return "unchecked"
     if not r:
         return "–"
     mark = "*" if r.get("expected") else ""
     return f"{r['share']:.2f}{mark} ({r['dup_train_test']}/{r['dup_in_training']})"
+
+
+def _external_baselines(by: dict) -> str:
+    """An external suite's own trivial baselines (the same items at every stage)."""
+    b = next((r["baselines"] for r in by.values() if r.get("baselines")), None)
+    return " · ".join(f"{k} {v:.3f}" for k, v in b.items()) if b else ""
 
 
 def _baseline_cell(base: dict, suite: str) -> str:
@@ -532,7 +553,9 @@ def _contamination_md(cont: dict | None, base: dict | None) -> list[str]:
         "least half of its 13-token windows in training text (regex word/punctuation tokens; "
         "a reference under 13 tokens: its whole token sequence), test prompts that are train "
         "prompts, test prompts found whole in training text, and the two baselines "
-        "(executed suites: the first n items).",
+        "(executed suites: the first n items). External benchmark suites (`prefix:arg`) are "
+        "checked on the items they score; for BFCL, `expected because` also counts items whose "
+        "function names all occur in training text.",
         [
             "suite",
             "n",
@@ -546,13 +569,19 @@ def _contamination_md(cont: dict | None, base: dict | None) -> list[str]:
     )
     for s in dict.fromkeys([*cs, *bs]):
         c, b = cs.get(s), bs.get(s)
+        if c and c.get("unchecked"):
+            out.append(f"| {s} | – | – | – | – | – | – | unchecked: {c['unchecked']} |")
+            continue
         cells = (
             [str(c["n"]), f"{c['share']:.2f}", str(c["dup_train_test"]), str(c["dup_in_training"])]
             if c
             else ["–"] * 4
         )
         cells += [f"{b['majority']:.3f} (n={b['n']})", f"{b['nearest']:.3f}"] if b else ["–"] * 2
-        cells.append((c or {}).get("expected") or "")
+        note = (c or {}).get("expected") or ""
+        if c and "names_in_training" in c:
+            note = f"function names in training text: {c['names_in_training']}/{c['n']}"
+        cells.append(note)
         out.append(f"| {s} | " + " | ".join(cells) + " |")
     return out
 

@@ -166,10 +166,15 @@ def suite_contamination(
 
 
 def check_world(
-    world: Any, stages: list[Any], run_dir: Path | None = None, counts: dict[str, int] | None = None
+    world: Any,
+    stages: list[Any],
+    run_dir: Path | None = None,
+    counts: dict[str, int] | None = None,
+    external: list[str] | None = None,
 ) -> dict[str, Any]:
     """The contamination figures of every exported suite for a world and the stages that train
-    on it (`counts`: the test items the eval scores per suite)."""
+    on it (`counts`: the test items the eval scores per suite), and of the `external` benchmark
+    suites (`bfcl:simple_python?n=100&seed=1`, ...) on the items they score."""
     from arcforge.audit.export import suite_items, training_texts
 
     t0 = time.time()
@@ -179,6 +184,8 @@ def check_world(
         s: suite_contamination(index, s, sp["train"], sp["test"])
         for s, sp in suite_items(world, counts).items()
     }
+    for name in external or []:
+        suites[name] = external_contamination(index, name)
     return {
         "window": WINDOW,
         "threshold": THRESHOLD,
@@ -192,6 +199,29 @@ def check_world(
     }
 
 
+def external_contamination(index: TrainingIndex, name: str) -> dict[str, Any]:
+    """An external suite's figures over the items it scores (`contamination_items` of the
+    suite: the prompt a model reads, and its reference answer), plus `names_in_training`: items
+    whose function names (BFCL) all occur, as whole token sequences, in training text. A suite that cannot
+    list its items (its package missing) is reported as unchecked, with the reason."""
+    from arcforge.eval.external import open_suite
+
+    try:
+        suite = open_suite(name)
+        items = suite.contamination_items()
+    except Exception as e:  # noqa: BLE001  (a missing package is a report line, not a crash)
+        return {"suite": name, "n": 0, "unchecked": f"{type(e).__name__}: {e}"[:300]}
+    res = suite_contamination(index, name, [], items)
+    names_hit = [
+        r["id"]
+        for r in items
+        if r.get("names") and all(index.window_share(n)[0] == 1.0 for n in r["names"])
+    ]
+    res["names_in_training"] = len(names_hit)
+    res["ids"]["names_in_training"] = names_hit
+    return res
+
+
 def eval_counts(eval_cfg: Any) -> dict[str, int]:
     """Per exported suite, the most test items any configured eval suite of it scores."""
     from arcforge.audit.export import EVAL_TO_SUITE
@@ -202,6 +232,11 @@ def eval_counts(eval_cfg: Any) -> dict[str, int]:
         if s is not None:
             out[s] = max(out.get(s, 0), eval_cfg.n_for(name))
     return out
+
+
+def external_suites(eval_cfg: Any) -> list[str]:
+    """The configured eval suites that are external benchmarks (`prefix:arg`)."""
+    return [s for s in eval_cfg.suites if ":" in s]
 
 
 def cached_run_check(
@@ -231,7 +266,9 @@ def run_contamination(run_dir: Path, refresh: bool = False) -> dict[str, Any] | 
         run_dir,
         "contamination",
         refresh,
-        lambda world, cfg: check_world(world, cfg.stages, run_dir, eval_counts(cfg.eval)),
+        lambda world, cfg: check_world(
+            world, cfg.stages, run_dir, eval_counts(cfg.eval), external_suites(cfg.eval)
+        ),
     )
 
 

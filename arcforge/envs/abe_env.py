@@ -9,10 +9,12 @@ sub-answers. Here the task carries everything in `task.context["abe"]`:
 `deploy_tools` builds one function per schema. A call is answered by the record of that tool
 whose arguments all match the call's (case- and space-insensitive); extra optional arguments
 (added by complexity scaling) do not change the answer; a list where the schema allows an array
-answers every element (a JSON object); anything else is an "error: no record ..." observation.
+answers every element (a JSON object) unless a record holds that very list; anything else is an
+"error: no record ..." observation.
 Reward = (F1 of the calls made against the required calls + final-answer correctness) / 2;
-a list-valued call counts as one call per element. A multi-part answer ("A, B") is compared as
-a set of normalized parts.
+a list-valued call counts as one call per element, unless it matches a required call as it is.
+A multi-part answer ("A, B") is compared as a set of normalized parts. A task that requires no
+call (a question none of its tools answers) scores 1 for a reply without calls, else 0.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def _make_fn(name: str, records: list[dict[str, Any]], arrays: set[str]):
 
     def fn(**kwargs: Any) -> str:
         listed = [k for k, v in kwargs.items() if isinstance(v, list) and k in arrays]
-        if not listed:
+        if not listed or any(_fits(r["arguments"], kwargs) for r in rows):  # a list-valued record
             return one(kwargs)
         key = listed[0]
         return json.dumps({str(v): one({**kwargs, key: v}) for v in kwargs[key]})
@@ -87,10 +89,18 @@ def expand_call(name: str, args: dict[str, Any]) -> list[tuple[str, dict[str, An
     return [(name, args)]
 
 
+def _required(name: str, args: dict[str, Any], required: list[dict[str, Any]]) -> bool:
+    return any(r["name"] == name and _fits(r["arguments"], args) for r in required)
+
+
 def call_f1(made: list[tuple[str, dict[str, Any]]], required: list[dict[str, Any]]) -> dict:
     """Precision / recall / F1 of calls made against required calls; each required call is
     matched at most once by a made call with its name and (at least) its arguments."""
-    made = [c for name, args in made for c in expand_call(name, args)]
+    made = [
+        c
+        for name, args in made
+        for c in ([(name, args)] if _required(name, args, required) else expand_call(name, args))
+    ]
     free = list(made)
     tp = 0
     for req in required:
@@ -155,4 +165,6 @@ class ABEEnv(ToolTurnsEnv):
             "n_tool_calls": len(self._calls),
             "calls_valid": self._valid,
         }
+        if not spec.get("required_calls"):  # nothing to call: the right reply makes no call
+            return Reward(float(not self._calls), details)
         return Reward((calls["f1"] + correct) / 2, details)

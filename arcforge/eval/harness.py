@@ -34,17 +34,26 @@ from arcforge.rollout.engine import LocalEngine
 from arcforge.stats import summarize
 
 
-def load_engine(ckpt: Path, max_batch: int = 64) -> tuple[Any, Any, LocalEngine]:
+def load_engine(
+    ckpt: Path, max_batch: int = 64, precision: str = "fp32"
+) -> tuple[Any, Any, LocalEngine]:
     """(model, tokenizer, LocalEngine) of a checkpoint directory; a UserError when it is not one."""
     if not (ckpt / "config.json").exists():
         raise UserError(f"{ckpt} is not a checkpoint directory (no config.json)")
     model = load_model(ckpt).eval()
     tok, _ = load_tokenizer(ckpt)
-    return model, tok, LocalEngine(model, pad_token_id=tok.pad_token_id or 0, max_batch=max_batch)
+    pad = tok.pad_token_id or 0
+    return (
+        model,
+        tok,
+        LocalEngine(model, pad_token_id=pad, max_batch=max_batch, precision=precision),
+    )
 
 
-def load_evaluator(ckpt: Path, world: Any, batch_size: int = 64) -> Evaluator:
-    model, tok, engine = load_engine(ckpt, batch_size)
+def load_evaluator(
+    ckpt: Path, world: Any, batch_size: int = 64, precision: str = "fp32"
+) -> Evaluator:
+    model, tok, engine = load_engine(ckpt, batch_size, precision)
     return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 
@@ -113,6 +122,7 @@ def eval_settings(cfg: EvalCfg, suite: str) -> dict[str, Any]:
         "temperature": cfg.temperature,
         "top_p": cfg.top_p,
         "samples": cfg.samples,
+        "precision": cfg.precision,
     }
 
 
@@ -155,7 +165,7 @@ def evaluate_checkpoint(
     names = suites or cfg.suites
     check_suites(names)
     torch.manual_seed(cfg.seed)
-    ev = load_evaluator(ckpt, world, cfg.batch_size)
+    ev = load_evaluator(ckpt, world, cfg.batch_size, cfg.precision)
     results: dict[str, dict] = {}
     with progress(len(names), desc) as bar:
         for i, name in enumerate(names):
@@ -196,47 +206,55 @@ def evaluate_checkpoint(
 
 
 def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str, dict]]:
-    """Evaluate every finished stage (or `only` those) of a run; cached per stage."""
+    """Evaluate every finished stage (or `only` those) of a run; cached per stage. A run that
+    starts from a real checkpoint (`model.path`) also scores that checkpoint as stage `base`
+    (`eval.base`), the point every stage's change is measured from."""
     out_dir = ctx.run_dir / "eval"
     out_dir.mkdir(exist_ok=True)
     results: dict[str, dict[str, dict]] = {}
+    if ctx.cfg.eval.base and ctx.cfg.model.path and (not only or "base" in only):
+        from arcforge.stages.common import resolve_model_path
+
+        base = Path(resolve_model_path(ctx.cfg.model.path))
+        results["base"] = _evaluate_stage(ctx, "base", base, set(), out_dir)
     for stage in ctx.cfg.stages:
         if only and stage.name not in only or not stage.eval:
             continue
-        ckpt = ctx.checkpoint(stage.name)
         if not (ctx.run_dir / stage.name / "DONE").exists():
             continue
-        cache = out_dir / f"{stage.name}.json"
-        have = json.loads(cache.read_text()) if cache.exists() else {}
         skip = set(getattr(stage, "eval_skip", []))
-        cfg = ctx.cfg.eval
-        missing = [
-            s for s in cfg.suites if s not in skip and not (s in have and _current(have[s], cfg, s))
-        ]
-        if missing:
-            fp = weights_fingerprint(ckpt)
-            same = _reusable(out_dir, fp, stage.name, cfg)
-            reused = {s: same[s] for s in missing if s in same}
-            if reused:
-                src = sorted({r["reused_from"] for r in reused.values()})
-                print(
-                    f"[eval {stage.name}] weights identical to {', '.join(src)}: "
-                    f"reusing {len(reused)} suite result(s)"
-                )
-            have.update(reused)
-            todo = [s for s in missing if s not in reused]
-            if todo:
-                new = evaluate_checkpoint(
-                    ckpt,
-                    ctx.world,
-                    ctx.cfg.eval,
-                    todo,
-                    desc=f"eval {stage.name}",
-                    episodes_dir=out_dir / stage.name,
-                )
-                have.update({s: {**r, "weights": fp} for s, r in new.items()})
-            cache.write_text(json.dumps(have, indent=1))
-        results[stage.name] = have
-        line = "  ".join(f"{s}={have[s]['score']:.3f}" for s in ctx.cfg.eval.suites if s in have)
-        print(f"[eval {stage.name}] {line}")
+        results[stage.name] = _evaluate_stage(
+            ctx, stage.name, ctx.checkpoint(stage.name), skip, out_dir
+        )
     return results
+
+
+def _evaluate_stage(ctx: Any, name: str, ckpt: Path, skip: set[str], out_dir: Path) -> dict:
+    """One stage's results: cached ones kept, identical weights reused, the rest scored."""
+    cache = out_dir / f"{name}.json"
+    have = json.loads(cache.read_text()) if cache.exists() else {}
+    cfg = ctx.cfg.eval
+    missing = [
+        s for s in cfg.suites if s not in skip and not (s in have and _current(have[s], cfg, s))
+    ]
+    if missing:
+        fp = weights_fingerprint(ckpt)
+        same = _reusable(out_dir, fp, name, cfg)
+        reused = {s: same[s] for s in missing if s in same}
+        if reused:
+            src = sorted({r["reused_from"] for r in reused.values()})
+            print(
+                f"[eval {name}] weights identical to {', '.join(src)}: "
+                f"reusing {len(reused)} suite result(s)"
+            )
+        have.update(reused)
+        todo = [s for s in missing if s not in reused]
+        if todo:
+            new = evaluate_checkpoint(
+                ckpt, ctx.world, cfg, todo, desc=f"eval {name}", episodes_dir=out_dir / name
+            )
+            have.update({s: {**r, "weights": fp} for s, r in new.items()})
+        cache.write_text(json.dumps(have, indent=1))
+    line = "  ".join(f"{s}={have[s]['score']:.3f}" for s in cfg.suites if s in have)
+    print(f"[eval {name}] {line}")
+    return have

@@ -25,6 +25,7 @@ Both honour `max_new_tokens` ("length" when cut) and `stop_token_ids`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import string
@@ -78,9 +79,34 @@ class ScriptedEngine(_WeightlessEngine):
     ) -> None:
         self.tokenizer, self.scripts = tokenizer, scripts
         self.fallback = fallback or Message("assistant", "I do not know.", reasoning="")
+        from arcforge.chat.formats import NativeFormat, chat_format
+
+        fmt = chat_format(tokenizer)
+        self._native = fmt if isinstance(fmt, NativeFormat) else None
+        if self._native is not None:  # the checkpoint's own template: match by rendered text
+            # the assistant header: what a generation prompt and a rendered reply share (a
+            # generation prompt may also open a thinking block, MiniMax-M2's "<think>")
+            user = [Message("user", "x")]
+            bare = fmt.render_text(user, None, False)
+            start = fmt.render_text(user, None, True)
+            full = fmt.render_text([*user, Message("assistant", "y")], None, False)
+            self._header = os.path.commonprefix([start, full])[len(bare) :].strip()
+            self._stop = fmt.stop_ids()[:1]
+            return
         ids = tokenizer.convert_tokens_to_ids
         self._user, self._assistant, self._end = ids(USER), ids(ASSISTANT), ids(END)
         self._empty_think = tokenizer(EMPTY_THINK, add_special_tokens=False)["input_ids"]
+
+    def _native_reply(self, prompt: list[int]) -> list[int]:
+        """Native format: the script whose opening text occurs first in the rendered prompt,
+        its turn counted by the template's generation prompts so far."""
+        text = self.tokenizer.decode(prompt)
+        hits = [(text.find(k), -len(k), k) for k in self.scripts if k and k in text]
+        script = self.scripts[min(hits)[2]] if hits else [self.fallback]
+        turn = max(0, text.count(self._header) - 1) if self._header else 0
+        msg = script[min(turn, len(script) - 1)]
+        body = self._native.reply_text(msg)
+        return self.tokenizer(body, add_special_tokens=False)["input_ids"] + self._stop
 
     def _user_text(self, prompt: list[int]) -> str:
         if self._user not in prompt:
@@ -91,6 +117,8 @@ class ScriptedEngine(_WeightlessEngine):
 
     def reply(self, prompt: list[int]) -> list[int]:
         """The token ids of the scripted reply to `prompt` (before stop / length handling)."""
+        if self._native is not None:
+            return self._native_reply(prompt)
         script = self.scripts.get(self._user_text(prompt)) or [self.fallback]
         turn = max(0, prompt.count(self._assistant) - 1)
         msg = script[min(turn, len(script) - 1)]

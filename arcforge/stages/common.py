@@ -71,10 +71,12 @@ class RunContext:
         return self.run_dir / name / "checkpoint"
 
     def init_checkpoint(self, stage: StageCfg) -> Path | None:
-        """The checkpoint a stage starts from: `init`, else the previous stage, else none."""
+        """The checkpoint a stage starts from: `init`, else the previous stage that trains
+        (synthesis stages write no checkpoint), else none (`model.path` or a preset)."""
         names = [s.name for s in self.cfg.stages]
         i = names.index(stage.name)
-        src = stage.init or (names[i - 1] if i > 0 else None)
+        earlier = [s.name for s in self.cfg.stages[:i] if s.kind != "synth"]
+        src = stage.init or (earlier[-1] if earlier else None)
         if src is None:
             return None
         ck = self.checkpoint(src)

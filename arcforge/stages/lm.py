@@ -122,19 +122,34 @@ class LMStageCfg(StageCfg):
 # ---- the runner ----------------------------------------------------------------------------
 
 
-def _source_texts(spec: str) -> list[str]:
+def _source_texts(spec: str, tokenizer=None, world_tools: dict | None = None) -> list[str]:
     if spec.startswith("git:"):
         path = Path(spec[4:])
         if not (path / ".git").exists():
             raise UserError(f"source {spec!r}: {path} is not a git repository")
         return git_repo_sequences(path)
     recs = load_records(spec)
-    return [r.text if r.text is not None else _record_as_text(r) for r in recs]
+    return [
+        r.text if r.text is not None else _record_as_text(r, tokenizer, world_tools) for r in recs
+    ]
 
 
-def _record_as_text(r: Record) -> str:
+def _record_as_text(r: Record, tokenizer=None, world_tools: dict | None = None) -> str:
+    """A chat record as the model reads it: rendered through the tokenizer's chat format (the
+    checkpoint's own template, or arcforge's), with its tool schemas, tool calls and reasoning
+    kept, so that agentic mid-training shows trajectories in the form SFT and RL use."""
     if r.messages is not None:
-        return "\n".join(f"{m.role}: {m.content}" for m in r.messages)
+        if tokenizer is None:
+            return "\n".join(f"{m.role}: {m.content}" for m in r.messages)
+        from arcforge.chat.encoding import render_ids
+        from arcforge.stages.sft import _tools
+
+        schemas, names = r.meta.get("tool_schemas"), r.meta.get("tools") or []
+        known = world_tools or {}
+        tools = _tools(schemas, r.origin) if schemas else [known[n] for n in names if n in known]
+        tools = tools or None
+        ids = render_ids(r.messages, tokenizer, tools=tools).input_ids
+        return tokenizer.decode(ids)
     return f"{r.prompt}\n{r.answer or ''}"
 
 
@@ -165,7 +180,8 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
         )
     streams, weights, curation = [], [], {}
     for s in stage.sources:
-        texts = _source_texts(s.source)
+        needs_world = s.source.startswith("world:")
+        texts = _source_texts(s.source, tok, ctx.world.tools() if needs_world else None)
         if stage.curate and s.source.startswith("world:corpus"):
             kept, rep = curate(texts)
             curation[s.source] = {"in": rep.n_in, "kept": rep.n_kept, **rep.counts}

@@ -25,9 +25,16 @@ What it does, in `RUN_DIR/<stage>/`:
   or rule) over the first procedure-like clean corpus texts -> gem/sft.jsonl, SFT records
   (with their OpenAI tool schemas) an SFT stage reads as `jsonl:RUN_DIR/<stage>/gem/sft.jsonl`
   — the demo runs the rule route before SFT so that synthesis feeds SFT;
+- toolcalls/: when `toolcalls` > 0, that many procedural function-calling tasks over many
+  distinct function schemas (arcforge.synth.toolcalls; simple, multiple, parallel,
+  parallel_multiple, irrelevance in the shares of `toolcalls_weights`, equal by default; no
+  LLM) -> toolcalls/sft.jsonl (SFT records with their tool schemas, read as
+  `jsonl:RUN_DIR/<stage>/toolcalls/sft.jsonl`), toolcalls/tasks.jsonl (ABE Task records for
+  agentic RL, read as `jsonl:RUN_DIR/<stage>/toolcalls/tasks.jsonl`), toolcalls/summary.json;
 - rl_pool.jsonl: every accepted SWE / terminal task as a Task record (task + env config +
   verifier), readable as `jsonl:RUN_DIR/<stage>/rl_pool.jsonl` by the agentic RL stage;
-- the returned metrics: per-step counts of both pipelines.
+- the returned metrics: per-step counts of both pipelines, and the tool-call summary (tasks
+  per category, distinct function names).
 A tiny demo checkpoint mostly writes unusable JSON; its drafts are dropped and counted, which
 is the honest outcome. The stage trains nothing and writes no checkpoint (eval: false).
 """
@@ -70,6 +77,8 @@ class SynthStageCfg(StageCfg):
     search_llm_pages: int = Field(0, ge=0)  # free-text pages the LLM extracts WKG triples from
     abe: int = Field(0, ge=0)  # ABE tool environments wanted (0: skip)
     abe_route: Literal["llm", "rule"] = "llm"
+    toolcalls: int = Field(0, ge=0)  # procedural function-calling tasks (0: skip)
+    toolcalls_weights: dict[str, float] | None = None  # category -> share (None: equal)
     terminal_variants: int = Field(2, gt=0)
     runs: int = Field(3, gt=0)
     refine_runs: int = Field(5, gt=0)
@@ -224,6 +233,20 @@ def _abe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> dict[str
     return {"kept": summary["kept"], "scenarios": summary["scenarios"], "steps": _counts(summary)}
 
 
+def _toolcalls(stage: SynthStageCfg, out: Path) -> dict[str, Any]:
+    from arcforge.synth.toolcalls import CATEGORIES, synthesize_toolcalls
+
+    weights = stage.toolcalls_weights
+    categories = CATEGORIES if weights is None else tuple(weights)
+    tasks, records, summary = synthesize_toolcalls(stage.toolcalls, stage.seed, categories, weights)
+    d = out / "toolcalls"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "sft.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (d / "tasks.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    (d / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
 def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[str, Any]:
     from arcforge.synth.export import export_rl_pool
 
@@ -241,6 +264,7 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
         gem = _gem(ctx, stage, out, None)
     if stage.abe and not abe_llm:
         abe = _abe(ctx, stage, out, None)
+    toolcalls = _toolcalls(stage, out) if stage.toolcalls else {}
     if terminal or stage.search or gem_llm or abe_llm or swe_llm:
         llm, stop, engine = _llm(ctx, stage)  # one endpoint (or served model) for every LLM step
         try:
@@ -266,4 +290,5 @@ def run_synth_stage(ctx: RunContext, stage: SynthStageCfg, out: Path) -> dict[st
         "search": search,
         "gem": gem,
         "abe": abe,
+        "toolcalls": toolcalls,
     }

@@ -160,3 +160,31 @@ def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path)
     # the full table lists every checked suite, with why a figure is expected by design
     rea = next(ln for ln in md.splitlines() if ln.startswith("| reasoning |"))
     assert "small integers" in rea
+
+
+def test_external_suites_are_checked_on_the_items_they_score():
+    """A BFCL item's question pasted into training text is a prompt duplicate, a text naming
+    an item's function counts in `names_in_training`, and reasoning-gym items are checked
+    too; the figures cover exactly the drawn items. Needs bfcl-eval's virtualenv."""
+    from arcforge.audit.contamination import TrainingIndex, external_contamination
+    from arcforge.eval.external import bfcl, open_suite
+
+    if not bfcl.DEFAULT_PYTHON.exists():
+        pytest.skip("bfcl-eval's virtualenv is missing: run `make setup-bfcl`")
+    name = "bfcl:simple_python?n=5&seed=1"
+    items = open_suite(name).contamination_items()
+    assert len(items) == 5 and all(i["prompt"] and i["reference"] for i in items)
+    texts = [f"Q: {items[0]['prompt']} A: fine", f"then call {items[1]['names'][0]} twice"]
+    res = external_contamination(TrainingIndex(texts), name)
+    assert res["n"] == 5
+    assert res["ids"]["dup_in_training"] == [items[0]["id"]]
+    assert items[1]["id"] in res["ids"]["names_in_training"]
+    clean = external_contamination(TrainingIndex(["nothing relevant here"]), name)
+    assert clean["dup_in_training"] == clean["contaminated"] == clean["names_in_training"] == 0
+    rg = open_suite("reasoning_gym:spell_backward?n=4&seed=2").contamination_items()
+    hit = external_contamination(
+        TrainingIndex([rg[2]["prompt"]]), "reasoning_gym:spell_backward?n=4&seed=2"
+    )
+    assert hit["ids"]["dup_in_training"] == [rg[2]["id"]]
+    bad = external_contamination(TrainingIndex(["x"]), "bfcl:no_such_category")
+    assert bad["n"] == 0 and "no_such_category" in bad["unchecked"]

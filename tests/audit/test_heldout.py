@@ -1,5 +1,5 @@
-"""Held-out means held out, checked on what training actually reads: the demo config's stages
-over the shared test world. For code, SWE and explore no test reference shares half its
+"""Held-out means held out, checked on what training actually reads: the from-scratch config's
+stages over the shared test world. For code, SWE and explore no test reference shares half its
 13-token windows with training text, no test prompt is a train prompt, held-out code bodies
 (identifiers normalised) appear in no training text, and test references are distinct."""
 
@@ -19,7 +19,7 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 @pytest.fixture(scope="module")
 def stages():
-    return load_config(ROOT / "configs" / "demo.yaml").stages
+    return load_config(ROOT / "configs" / "scratch.yaml").stages
 
 
 @pytest.fixture(scope="module")

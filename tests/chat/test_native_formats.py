@@ -291,3 +291,32 @@ def test_arcforge_serve_returns_the_dialects_calls_to_the_openai_client(fmt):
     assert got == [(c.name, c.arguments) for c in calls(fmt, 0)]
     fed = fmt.decode(engine.fed[0][0])
     assert fed == fmt.render_text([Message("user", "Where was Vofe born?")], TOOLS, True)
+
+
+def test_scripted_expert_replies_in_the_family_format(fmt):
+    """World expert episodes on a native checkpoint: the scripted engine finds the script by
+    the rendered opening, counts turns by the template's generation prompts and writes each
+    turn as the family's dialect does, ending with its stop token."""
+    from arcforge.rollout.policies import ScriptedEngine
+
+    opening = "Who was born in Vofe?"
+    script = [Message("assistant", "", tool_calls=calls(fmt, 0)), Message("assistant", "Keld.")]
+    engine = ScriptedEngine(fmt.tokenizer, {opening: script, "Another question?": script[1:]})
+    params = SamplingParamsFor(fmt)
+    first = [Message("user", opening)]
+    (out,) = engine.generate([fmt.prompt_ids(first, TOOLS)], params)
+    assert out.finish_reason == "stop"
+    parsed = fmt.parse_ids(list(out.token_ids), TOOLS)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == [
+        (c.name, c.arguments) for c in calls(fmt, 0)
+    ]
+    obs = [Message("tool", lookup("Vofe"), tool_call_id="call_0", name="lookup")]
+    history = [*first, Message("assistant", "", tool_calls=calls(fmt, 0)), *obs]
+    (out2,) = engine.generate([fmt.prompt_ids(history, TOOLS)], params)
+    assert fmt.parse_ids(list(out2.token_ids), TOOLS).content.strip() == "Keld."
+
+
+def SamplingParamsFor(fmt: NativeFormat):
+    from arcforge.rollout.engine import SamplingParams
+
+    return SamplingParams(max_new_tokens=256, stop_token_ids=tuple(fmt.stop_ids()))

@@ -96,10 +96,14 @@ def test_copy_priming_needs_a_fresh_preset(tmp_path):
 
 
 def test_shipped_configs_parse():
-    for name in ("demo.yaml", "smoke.yaml"):
+    for name in ("scratch.yaml", "smoke.yaml", "cpu-long.yaml"):
         cfg = load_config(ROOT / "configs" / name)
         kinds = [s.kind for s in cfg.stages if s.kind != "synth"]  # synthesis trains nothing
         assert kinds[:3] == ["pretrain", "midtrain", "sft"]
+    demo = load_config(ROOT / "configs" / "demo.yaml")  # the default: a real checkpoint
+    assert demo.model.path and demo.chat.format == "native"
+    kinds = [s.kind for s in demo.stages if s.kind != "synth"]
+    assert kinds == ["midtrain", "sft", "rl", "agentic_rl", "general_rl", "distill"]
 
 
 @pytest.mark.slow  # one CLI process per bad input (~13 s): make test-all

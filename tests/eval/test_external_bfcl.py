@@ -235,6 +235,50 @@ def test_multi_turn_replay_scores_one_and_doing_nothing_zero():
     assert res.baselines == {"never_call": 0.0}
 
 
+class Batched:
+    """A responder with `respond_many` (as CheckpointResponder has): records each batch size."""
+
+    def __init__(self, inner, fail_on: str | None = None):
+        self.inner, self.fail_on, self.batches = inner, fail_on, []
+
+    def _doomed(self, messages) -> bool:
+        return bool(self.fail_on) and any(m.get("content") == self.fail_on for m in messages)
+
+    def respond_many(self, requests):
+        self.batches.append(len(requests))
+        if any(self._doomed(m) for m, _ in requests):
+            raise RuntimeError("one turn in this batch breaks the batched call")
+        return [self.inner(m, t) for m, t in requests]
+
+    def __call__(self, messages, tools=None):
+        if self._doomed(messages):
+            raise RuntimeError("this turn fails")
+        return self.inner(messages, tools)
+
+
+def test_items_share_batched_generations():
+    single = Batched(AnswerResponder("simple_python"))
+    res = open_suite("bfcl:simple_python?n=6&seed=3&batch=4").run(single, baselines=False)
+    assert [i.score for i in res.items] == [1.0] * 6
+    assert single.batches == [4, 2]  # one round trip per batch of items
+    multi = Batched(ReplayResponder())
+    res = open_suite("bfcl:multi_turn_base?n=3&seed=5").run(multi, baselines=False)
+    assert [i.score for i in res.items] == [1.0] * 3, [i.detail for i in res.items]
+    assert max(multi.batches) == 3 and len(multi.batches) > 1  # turn by turn, all items at once
+
+
+def test_a_failing_turn_in_a_batch_fails_only_its_item():
+    entries = _entries("simple_python")
+    ids = open_suite("bfcl:simple_python?n=4&seed=3").spec.draw([e["id"] for e in entries])
+    doomed = next(e for e in entries if e["id"] == ids[1])
+    words = _user_turns(doomed)[0]
+    res = open_suite("bfcl:simple_python?n=4&seed=3").run(
+        Batched(AnswerResponder("simple_python"), fail_on=words), baselines=False
+    )
+    assert [i.score for i in res.items] == [1.0, 0.0, 1.0, 1.0]
+    assert "this turn fails" in res.items[1].detail["result"]
+
+
 def test_result_files_in_bfcl_format(tmp_path):
     suite = open_suite(f"bfcl:parallel?n=3&seed=0&out={tmp_path}")
     res = suite.run(AnswerResponder("parallel"), baselines=False)

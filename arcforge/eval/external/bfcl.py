@@ -70,7 +70,7 @@ RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
 MULTI_TURN_CATEGORIES = ("multi_turn_base",)
 CATEGORIES = AST_CATEGORIES + RELEVANCE_CATEGORIES + MULTI_TURN_CATEGORIES
 REGISTRY = {"fc": "kimi-k2-0905-preview-FC", "prompt": "kimi-k2-0905-preview"}
-OPTIONS = ("mode", "out")
+OPTIONS = ("mode", "out", "batch")
 
 
 def find_python() -> Path:
@@ -151,6 +151,9 @@ class BfclWorker:
         self._send(obj)
         while True:
             msg = self._recv()
+            if msg["op"] == "respond_many":
+                self._send({"op": "replies", "replies": _answer_many(responder, msg["requests"])})
+                continue
             if msg["op"] != "respond":
                 if msg["op"] == "error":
                     raise RuntimeError(f"bfcl worker: {msg['error']}\n{msg.get('trace', '')}")
@@ -179,6 +182,27 @@ class BfclWorker:
                 self.proc.kill()
         self._log.close()
         self._root.cleanup()
+
+
+def _answer_many(responder: Responder | None, requests: list[dict[str, Any]]) -> list[dict]:
+    """One batch of turns: `respond_many` when the responder has it (one batched generation),
+    else one call per turn. A failing turn fails its item, not the batch."""
+    if responder is None:
+        return [{"error": "no responder for this request"}] * len(requests)
+    many = getattr(responder, "respond_many", None)
+    if many is not None:
+        try:
+            replies = many([(r["messages"], r.get("tools")) for r in requests])
+            return [{"message": normalize_message(m)} for m in replies]
+        except Exception:  # retry one by one: the error lands on the turns that cause it
+            pass
+    out = []
+    for r in requests:
+        try:
+            out.append({"message": normalize_message(responder(r["messages"], r.get("tools")))})
+        except Exception as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    return out
 
 
 _WORKERS: dict[Path, BfclWorker] = {}
@@ -264,6 +288,8 @@ class BfclSuite:
         self.spec = spec
         self.category = spec.arg
         self.out = Path(spec.options["out"]) if spec.options.get("out") else None
+        # items whose turns share one batched generation (multi-turn: a turn at a time)
+        self.batch = spec.int_option("batch", 64)
 
     def _pass(
         self, responder: Responder, mode: str, ids: list[str], out: Path | None
@@ -283,14 +309,23 @@ class BfclSuite:
             )
             items = []
             try:
-                for entry_id in ids:
-                    done = w.request({"op": "item", "run": run, "id": entry_id}, responder)
-                    detail = dict(done["detail"])
-                    detail["result"] = done["result"][:1000]
-                    items.append(ItemResult(entry_id, 1.0 if done["valid"] else 0.0, detail))
+                for s in range(0, len(ids), self.batch):
+                    chunk = ids[s : s + self.batch]
+                    done = w.request({"op": "items", "run": run, "ids": chunk}, responder)
+                    for d in done["items"]:
+                        detail = dict(d["detail"])
+                        detail["result"] = d["result"][:1000]
+                        items.append(ItemResult(d["id"], 1.0 if d["valid"] else 0.0, detail))
             finally:
                 ended = w.request({"op": "end", "run": run})
         return items, ended["files"]
+
+    def contamination_items(self) -> list[dict[str, Any]]:
+        """The drawn items as the contamination check reads them: `prompt` (the user turns),
+        `reference` (the reference calls) and `names` (the offered functions)."""
+        w = worker()
+        ids = self.spec.draw(w.request({"op": "load", "category": self.category})["ids"])
+        return w.request({"op": "texts", "category": self.category, "ids": ids})["items"]
 
     def run(self, responder: Responder, baselines: bool = True) -> SuiteResult:
         t0 = time.time()

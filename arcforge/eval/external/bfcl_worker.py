@@ -10,9 +10,18 @@ check, multi-turn state/response checkers) and writes BFCL's own result files.
 
 Protocol, one JSON object per line. Parent -> worker: `{"op": "load", "category"}`,
 `{"op": "begin", "run", "category", "mode", "registry", "result_dir"}`, `{"op": "item", "run",
-"id"}`, `{"op": "end", "run"}`, and `{"op": "reply", "message"}` / `{"op": "abort", "error"}`
-answering a `respond` request. Worker -> parent: `{"op": "respond", "messages", "tools"}` while an
-item runs, then one answer per request (`loaded`, `begun`, `done`, `ended`, or `error`).
+"id"}`, `{"op": "items", "run", "ids"}`, `{"op": "end", "run"}`, and `{"op": "reply", "message"}`
+/ `{"op": "abort", "error"}` answering a `respond` request, `{"op": "replies", "replies": [...]}`
+(one `{"message"}` or `{"error"}` per request, in order) answering a `respond_many`. Worker ->
+parent: `{"op": "respond", "messages", "tools"}` while an item runs, `{"op": "respond_many",
+"requests": [{"messages", "tools"}, ...]}` while a batch runs, then one answer per request
+(`loaded`, `begun`, `done`, `done_many`, `ended`, or `error`).
+
+`items` runs every item of the batch in its own thread through BFCL's own inference loop (BFCL
+itself runs items on a thread pool). Whenever every unfinished item waits on its next assistant
+turn, the waiting turns go to the parent as one `respond_many`, which the parent answers with one
+batched generation: single-turn categories take one round trip per batch, multi-turn ones one
+per turn.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import copy
 import json
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -73,8 +83,12 @@ class _Completions:
             m if isinstance(m, dict) else {"content": None, **_jsonable(m)}
             for m in kwargs["messages"]
         ]
-        send({"op": "respond", "messages": messages, "tools": kwargs.get("tools")})
-        reply = recv()
+        batch = getattr(_LOCAL, "batch", None)
+        if batch is not None:
+            reply = batch.ask({"messages": messages, "tools": kwargs.get("tools")})
+        else:
+            send({"op": "respond", "messages": messages, "tools": kwargs.get("tools")})
+            reply = recv()
         if reply.get("op") != "reply":
             raise RuntimeError(f"responder failed: {reply.get('error', reply)}")
         msg = reply["message"]
@@ -103,6 +117,58 @@ class _Completions:
                 },
             }
         )
+
+
+_LOCAL = threading.local()  # the batch an item thread belongs to
+
+
+class _Batch:
+    """Item threads park their turn requests here until the main thread answers them all."""
+
+    def __init__(self, n: int):
+        self.cond = threading.Condition()
+        self.active = n  # unfinished items
+        self.pending: dict[int, dict] = {}  # thread id -> its waiting request
+        self.replies: dict[int, dict] = {}
+
+    def ask(self, request: dict) -> dict:
+        me = threading.get_ident()
+        with self.cond:
+            self.pending[me] = request
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: me in self.replies)
+            return self.replies.pop(me)
+
+    def finished(self) -> None:
+        with self.cond:
+            self.active -= 1
+            self.cond.notify_all()
+
+    def serve(self) -> None:
+        """Answer turns until every item is done: one `respond_many` per round."""
+        while True:
+            with self.cond:
+                self.cond.wait_for(lambda: len(self.pending) == self.active)
+                if self.active == 0:
+                    return
+                waiting, self.pending = self.pending, {}
+            keys = list(waiting)
+            send({"op": "respond_many", "requests": [waiting[k] for k in keys]})
+            answer = recv()
+            replies = answer.get("replies") if answer.get("op") == "replies" else None
+            if not isinstance(replies, list) or len(replies) != len(keys):
+                replies = [{"error": f"bad answer to respond_many: {str(answer)[:200]}"}] * len(
+                    keys
+                )
+            with self.cond:
+                for k, r in zip(keys, replies):
+                    ok = isinstance(r, dict) and "message" in r
+                    self.replies[k] = (
+                        {"op": "reply", "message": r["message"]}
+                        if ok
+                        else {"op": "abort", "error": (r or {}).get("error", "no reply")}
+                    )
+                self.cond.notify_all()
 
 
 class _Client:
@@ -169,11 +235,58 @@ def _detail(verdict: dict) -> dict:
     return {"error_type": verdict.get("error_type", ""), "error": str(err)[:500]}
 
 
+def _texts(cat: dict, entry_id: str) -> dict:
+    """What a contamination check compares with training text: the user turns, the reference
+    calls (first possible value of each argument) and the offered function names."""
+    entry = cat["eval"][entry_id]
+    turns = entry.get("question") or []
+    prompt = "\n".join(
+        str(m.get("content", ""))
+        for turn in turns
+        for m in (turn if isinstance(turn, list) else [turn])
+        if isinstance(m, dict) and m.get("role") == "user"
+    )
+    calls = []
+    gt = (cat["gt"] or {}).get(entry_id, {}).get("ground_truth") if cat["gt"] else None
+    for call in gt if isinstance(gt, list) else []:
+        if not isinstance(call, dict):  # multi-turn ground truth: call strings per turn
+            calls += [str(c) for c in (call if isinstance(call, list) else [call])]
+            continue
+        for name, args in call.items():
+            vals = ", ".join(
+                f"{k}={v[0]!r}" if isinstance(v, list) and v else f"{k}={v!r}"
+                for k, v in (args or {}).items()
+            )
+            calls.append(f"{name}({vals})")
+    names = [f.get("name", "") for f in entry.get("function") or [] if isinstance(f, dict)]
+    return {"id": entry_id, "prompt": prompt, "reference": "\n".join(calls), "names": names}
+
+
+def _finish(run: dict, entry_id: str, written: dict) -> dict:
+    """Write an item's result file (when asked) and score it with BFCL's own checker."""
+    if run["result_dir"] is not None:
+        run["handler"].write(written, result_dir=run["result_dir"])
+        run["files"].update(str(p) for p in run["result_dir"].rglob("*_result.json"))
+    try:
+        verdict = _score(run, entry_id, written["result"])
+    except Exception as e:  # BFCL's checker failed on this reply: the item fails, not the run
+        verdict = {"valid": False, "error_type": "checker_exception", "error": repr(e)}
+    result = written["result"]
+    return {
+        "valid": bool(verdict["valid"]),
+        "detail": _detail(verdict),
+        "result": result if isinstance(result, str) else json.dumps(result, default=str),
+    }
+
+
 def handle(req: dict) -> dict:
     op = req["op"]
     if op == "load":
         cat = _category(req["category"])
         return {"op": "loaded", "ids": cat["ids"], "version": version("bfcl-eval")}
+    if op == "texts":
+        cat = _category(req["category"])
+        return {"op": "texts", "items": [_texts(cat, i) for i in req["ids"]]}
     if op == "begin":
         handler = eval_runner.get_handler(req["registry"])
         handler.client = _Client(req["registry"])
@@ -192,20 +305,29 @@ def handle(req: dict) -> dict:
         run = _RUNS[req["run"]]
         entry = copy.deepcopy(_category(run["category"])["gen"][req["id"]])
         written = multi_threaded_inference(run["handler"], entry, False, True)
-        if run["result_dir"] is not None:
-            run["handler"].write(written, result_dir=run["result_dir"])
-            run["files"].update(str(p) for p in run["result_dir"].rglob("*_result.json"))
-        try:
-            verdict = _score(run, req["id"], written["result"])
-        except Exception as e:  # BFCL's checker failed on this reply: the item fails, not the run
-            verdict = {"valid": False, "error_type": "checker_exception", "error": repr(e)}
-        result = written["result"]
-        return {
-            "op": "done",
-            "valid": bool(verdict["valid"]),
-            "detail": _detail(verdict),
-            "result": result if isinstance(result, str) else json.dumps(result, default=str),
-        }
+        return {"op": "done", **_finish(run, req["id"], written)}
+    if op == "items":
+        run = _RUNS[req["run"]]
+        ids = list(req["ids"])
+        batch, written = _Batch(len(ids)), {}
+
+        def one(entry_id: str) -> None:
+            _LOCAL.batch = batch
+            try:
+                entry = copy.deepcopy(_category(run["category"])["gen"][entry_id])
+                written[entry_id] = multi_threaded_inference(run["handler"], entry, False, True)
+            except Exception as e:  # BFCL records inference errors itself; this is a last guard
+                written[entry_id] = {"id": entry_id, "result": f"Error during inference: {e}"}
+            finally:
+                batch.finished()
+
+        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in ids]
+        for t in threads:
+            t.start()
+        batch.serve()
+        for t in threads:
+            t.join()
+        return {"op": "done_many", "items": [{"id": i, **_finish(run, i, written[i])} for i in ids]}
     if op == "end":
         run = _RUNS.pop(req["run"])
         for f in sorted(run["files"]):

@@ -42,6 +42,17 @@ class ReasoningGymSuite:
             f"reasoning_gym:{spec.arg}:test", size=self.n, seed=spec.seed
         )
 
+    def contamination_items(self) -> list[dict[str, Any]]:
+        """The generated items as the contamination check reads them (question, answer)."""
+        return [
+            {
+                "id": f"{self.spec.arg}-{self.spec.seed}-{i}",
+                "prompt": r.task.instruction,
+                "reference": r.task.validation.answer or "",
+            }
+            for i, r in enumerate(self.records)
+        ]
+
     def run(self, responder: Responder, baselines: bool = True) -> SuiteResult:
         from importlib.metadata import version
 
