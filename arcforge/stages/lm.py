@@ -158,12 +158,19 @@ def mixed_rows(
 ) -> torch.Tensor:
     """(n_rows, seq_len+1) rows drawn from each source's packed rows in proportion to weight."""
     total_w = sum(weights)
+    # largest-remainder quotas: they sum to n_rows exactly (rounding each share alone can
+    # leave a batch short a row), every source at least one
+    exact = [n_rows * w / total_w for w in weights]
+    quota = [max(1, math.floor(x)) for x in exact]
+    for j in sorted(range(len(exact)), key=lambda j: exact[j] - math.floor(exact[j]), reverse=True):
+        if sum(quota) >= n_rows:
+            break
+        quota[j] += 1
     out = []
-    for i, (stream, w) in enumerate(zip(streams, weights)):
+    for i, (stream, k) in enumerate(zip(streams, quota)):
         rows = pack(stream, seq_len)  # (N_i, T+1)
         if len(rows) == 0:
             raise UserError(f"source #{i} has fewer than {seq_len + 1} tokens at seq_len {seq_len}")
-        k = max(1, round(n_rows * w / total_w))
         g = torch.Generator().manual_seed(seed + 17 * i)
         reps = math.ceil(k / len(rows))
         idx = torch.cat([torch.randperm(len(rows), generator=g) for _ in range(reps)])[:k]
