@@ -213,9 +213,10 @@ def evaluate_run(ctx: Any, only: list[str] | None = None) -> dict[str, dict[str,
     out_dir.mkdir(exist_ok=True)
     results: dict[str, dict[str, dict]] = {}
     if ctx.cfg.eval.base and ctx.cfg.model.path and (not only or "base" in only):
-        from arcforge.stages.common import resolve_model_path
+        from arcforge.model.importer import REGISTRY, real_checkpoint
 
-        base = Path(resolve_model_path(ctx.cfg.model.path))
+        path = ctx.cfg.model.path  # a directory, or a registered checkpoint's name
+        base = real_checkpoint(path) if path in REGISTRY and not Path(path).exists() else Path(path)
         results["base"] = _evaluate_stage(ctx, "base", base, set(), out_dir)
     for stage in ctx.cfg.stages:
         if only and stage.name not in only or not stage.eval:
