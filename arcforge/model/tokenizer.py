@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -35,6 +36,7 @@ from arcforge.chat.jinja import CHAT_TEMPLATE
 from arcforge.chat.tokens import BOS, EOS, PAD, SPECIAL_TOKENS
 
 DEFAULT_MAX_LENGTH = 4096
+CHAT_SETTINGS_FILE = "arcforge_chat.json"  # a native checkpoint's template kwargs and dialect
 # space_split name -> the regex of spaces that become their own pre-token (None: none do)
 SPACE_SPLITS = {"none": None, "upper": r" (?=\p{Lu})", "letter": r" (?=\p{L})"}
 
@@ -125,7 +127,30 @@ def save_tokenizer(tok: PreTrainedTokenizerFast, out_dir: str | Path) -> Path:
         cfg["additional_special_tokens"] = cfg.pop("extra_special_tokens")
     cfg["chat_template"] = tok.chat_template
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+    if native:
+        fmt = tok.arcforge_chat_format
+        settings = {
+            "format": "native",
+            "template_kwargs": dict(fmt.template_kwargs),
+            "dialect": fmt.dialect.name,
+        }
+        (out / CHAT_SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     return out
+
+
+def saved_chat_settings(path: str | Path) -> dict[str, Any]:
+    """The chat format a checkpoint was trained in (`arcforge_chat.json`, written by
+    `save_tokenizer` for a native-format tokenizer); {} for a checkpoint without one."""
+    f = Path(path) / CHAT_SETTINGS_FILE
+    if not f.is_file():
+        return {}
+    try:
+        data = json.loads(f.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{f}: not valid JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("template_kwargs", {}), dict):
+        raise ValueError(f"{f}: expected {{format, template_kwargs: {{...}}, dialect}}")
+    return data
 
 
 def add_chat_tokens(
@@ -172,6 +197,10 @@ def load_tokenizer(
             tokens and dialect untouched; "auto" is arcforge for a tokenizer that carries
             arcforge's template (or none at all) and native otherwise (arcforge.chat.formats).
         template_kwargs, dialect: the native format's template kwargs and tool-call dialect.
+            A checkpoint arcforge saved in the native format carries the ones it was trained
+            with (`arcforge_chat.json`): they apply unless given here (given kwargs are merged
+            over the saved ones), so `arcforge eval`, `chat` and `serve` on a stage checkpoint
+            render what training rendered.
 
     Returns:
         (tokenizer, n_added): n_added > 0 means the model's embeddings must be resized.
@@ -182,6 +211,12 @@ def load_tokenizer(
     if not p.is_dir():
         raise FileNotFoundError(f"tokenizer directory not found: {p}")
     tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    saved = saved_chat_settings(p)
+    if chat_format == "auto" and saved.get("format") in ("native", "arcforge"):
+        chat_format = saved["format"]
+    if chat_format == "native":
+        template_kwargs = {**saved.get("template_kwargs", {}), **(template_kwargs or {})}
+        dialect = dialect or saved.get("dialect")
     if chat_format == "auto":
         native = not is_arcforge_tokenizer(tok) and bool(getattr(tok, "chat_template", None))
         chat_format = "native" if native else "arcforge"

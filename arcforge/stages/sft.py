@@ -104,6 +104,7 @@ def run_sft_stage(ctx: RunContext, stage: SFTStageCfg, out: Path) -> dict:
         "final_loss": res.final_loss,
         "examples": counts["kept"],
         "truncated": counts["truncated"],
+        "cut_turns_untrained": counts["cut_turns_untrained"],
         "dropped": counts["dropped_no_target"],
         "tokens_per_s": res.tokens / max(1e-9, res.seconds),
     }

@@ -3,7 +3,9 @@
 Conversations are rendered by `arcforge.chat` into token ids and a loss mask (assistant tokens
 only; `train=False` messages, tool outputs, system/user text and template headers masked; the
 thinking mode decides which reasoning is in context). Examples longer than `max_len` are cut at
-the end; an example left with no trained token is dropped and counted. Batches are a pure
+the end; the assistant turn the cut falls inside is left untrained (trained, it would teach a
+reply that never reaches its stop token, the model then runs on to the token limit), and an
+example left with no trained token is dropped and counted. Batches are a pure
 function of the step (a seeded per-epoch permutation), so resume is exact.
 """
 
@@ -52,7 +54,8 @@ def encode_conversations(
     convs: list[Conversation], tokenizer, max_len: int, preserve_default: bool = False
 ) -> tuple[list[SFTExample], dict]:
     """Render + tokenize; returns the examples and counts (kept, truncated, dropped)."""
-    out, counts = [], {"kept": 0, "truncated": 0, "dropped_no_target": 0}
+    out = []
+    counts = {"kept": 0, "truncated": 0, "cut_turns_untrained": 0, "dropped_no_target": 0}
     for c in convs:
         keep = preserve_default if c.preserve_thinking is None else c.preserve_thinking
         # Dropped thinking trains only the last turn of a render, so each turn is its own
@@ -64,8 +67,15 @@ def encode_conversations(
             )
             ids, mask = list(enc.input_ids), list(enc.loss_mask)
             if len(ids) > max_len + 1:
+                cut_inside_turn = mask[max_len] == 1 and mask[max_len + 1] == 1
                 ids, mask = ids[: max_len + 1], mask[: max_len + 1]
                 counts["truncated"] += 1
+                if cut_inside_turn:
+                    counts["cut_turns_untrained"] += 1
+                    i = len(mask)
+                    while i > 0 and mask[i - 1] == 1:
+                        i -= 1
+                    mask[i:] = [0] * (len(mask) - i)
             if sum(mask[1:]) == 0:
                 counts["dropped_no_target"] += 1
                 continue

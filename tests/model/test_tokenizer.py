@@ -136,3 +136,27 @@ def test_without_space_split_a_name_after_a_space_starts_on_another_token():
 def test_unknown_space_split_is_an_error():
     with pytest.raises(ValueError, match="space_split"):
         train_tokenizer(CORPUS, vocab_size=400, space_split="words")
+
+
+def test_native_checkpoint_keeps_its_template_kwargs_and_dialect(tmp_path):
+    """A checkpoint saved in the native format reloads with the template kwargs and dialect it
+    was trained with, so `arcforge eval`/`chat`/`serve` render what training rendered."""
+    from arcforge.chat.formats import attach_format
+    from arcforge.model.families import family_tokenizer
+    from arcforge.types import Message
+
+    tok = family_tokenizer("qwen3")
+    attach_format(tok, "native", {"enable_thinking": False}, "hermes")
+    msgs = [Message("user", "hi")]
+    want = tok.arcforge_chat_format.render_text(msgs, None, True)
+    assert "<think>\n\n</think>" in want  # Qwen3's template closes an empty think block
+    save_tokenizer(tok, tmp_path)
+    back, added = load_tokenizer(tmp_path)
+    assert added == 0 and back.arcforge_chat_format.template_kwargs == {"enable_thinking": False}
+    assert back.arcforge_chat_format.render_text(msgs, None, True) == want
+    # a kwarg given at load time wins over the saved one
+    on, _ = load_tokenizer(tmp_path, "native", {"enable_thinking": True})
+    assert "<think>\n\n</think>" not in on.arcforge_chat_format.render_text(msgs, None, True)
+    (tmp_path / "arcforge_chat.json").write_text("{not json")
+    with pytest.raises(ValueError, match="arcforge_chat.json"):
+        load_tokenizer(tmp_path)

@@ -239,6 +239,48 @@ def test_record_renders_through_smollm2_chat_template(synth):
     assert "<tools>" in tok.decode(ex.input_ids)  # the schemas are in the prompt
 
 
+def test_every_trained_turn_ends_with_its_stop_token(synth):
+    """A tool-call turn is trained through the stop token that ends it, also when `max_len`
+    cuts the conversation: the turn the cut falls in is left untrained, since trained it
+    would teach a reply that never stops."""
+    from arcforge.model.importer import real_checkpoint
+    from arcforge.model.tokenizer import load_tokenizer
+    from arcforge.stages.sft import _tools as record_tools
+    from arcforge.train.sft import Conversation, encode_conversations
+
+    try:
+        path = real_checkpoint("smollm2-135m-instruct")
+    except UserError as e:
+        pytest.skip(f"no SmolLM2 checkpoint: {e}")
+    tok, _ = load_tokenizer(path, chat_format="native")
+    stops = set(tok.arcforge_chat_format.stop_ids())
+    _, records, _ = synth
+    convs = [
+        Conversation(
+            [Message.from_dict(m) for m in r["messages"]], record_tools(r["tool_schemas"], "t")
+        )
+        for r in records[:24]
+    ]
+    full, _ = encode_conversations(convs, tok, 4096)
+    cut_at = sorted(len(e.input_ids) for e in full)[len(full) // 2]  # cuts about half of them
+    for max_len, ex_list in ((4096, full), (cut_at, encode_conversations(convs, tok, cut_at)[0])):
+        runs = []
+        for ex in ex_list:
+            run: list[int] = []
+            for i, m in zip(ex.input_ids, ex.loss_mask):
+                if m:
+                    run.append(i)
+                elif run:
+                    runs.append(run)
+                    run = []
+            if run:
+                runs.append(run)
+        assert runs, max_len
+        assert all(r[-1] in stops for r in runs), max_len
+    _, counts = encode_conversations(convs, tok, cut_at)
+    assert counts["truncated"] > 0 and counts["cut_turns_untrained"] > 0
+
+
 def test_synth_stage_writes_toolcalls(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
     from arcforge.pipeline import RunContext, run_stage
