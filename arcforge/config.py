@@ -280,6 +280,8 @@ class BaseRunCfg(Strict):
     union of every stage kind's model."""
 
     name: str = "run"
+    # added to every stage's `seed` (data draws, batch order, sampling): `seed=1` reruns the
+    # whole recipe on another draw; the world and the eval items stay the same
     seed: int = 0
     run_dir: str | None = None
     device: str = "cpu"  # cpu, cuda, cuda:N, mps or auto (arcforge.device)

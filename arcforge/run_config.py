@@ -82,6 +82,10 @@ def parse_config(raw: dict[str, Any], where: str = "<config>") -> RunCfg:
     except ValidationError as err:
         raise explain(err, where) from None
     cfg.stages = _parse_stages(stages, where)
+    if cfg.seed:  # a run seed shifts every stage's own seed (their differences stay)
+        for s in cfg.stages:
+            if isinstance(getattr(s, "seed", None), int):
+                s.seed += cfg.seed
     check_stages(cfg.stages, cfg.eval.suites, where)
     return cfg
 
@@ -93,5 +97,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def dump_config(cfg: RunCfg) -> str:
-    """The resolved config as YAML (every default written out), as a run saves it."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The resolved config as YAML (every default written out), as a run saves it.
+
+    The stage seeds are written as the run used them, with the run seed already added, so the
+    dump says `seed: 0` (loading it again must not add the run seed twice)."""
+    data = cfg.model_dump(mode="json")
+    head = ""
+    if data.get("seed"):
+        head = f"# run seed {data['seed']}: already added to every stage's seed below\n"
+        data["seed"] = 0
+    return head + yaml.safe_dump(data, sort_keys=False)

@@ -201,3 +201,19 @@ def test_dumped_config_loads_back_equal(tmp_path):
     cfg = load_config(ROOT / "configs" / "smoke.yaml")
     p = write(tmp_path, dump_config(cfg))
     assert load_config(p) == cfg
+
+
+def test_run_seed_shifts_every_stage_seed_once():
+    """`seed=1` reruns the recipe on another draw: every stage seed moves by the run seed (their
+    differences kept), and the saved config reloads to the same seeds, not shifted twice."""
+    import yaml
+
+    from arcforge.run_config import dump_config, parse_config
+
+    base = load_config(ROOT / "configs" / "demo.yaml")
+    shifted = load_config(ROOT / "configs" / "demo.yaml", ["seed=1"])
+    before = {s.name: s.seed for s in base.stages}
+    after = {s.name: s.seed for s in shifted.stages}
+    assert after == {k: v + 1 for k, v in before.items()}
+    again = parse_config(yaml.safe_load(dump_config(shifted)))
+    assert {s.name: s.seed for s in again.stages} == after
