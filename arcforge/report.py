@@ -3,10 +3,10 @@
 `write_report(run_dir)` reads only files the run wrote (stage DONE summaries, metrics.jsonl,
 eval/<stage>.json, timing.json) and writes `report.json` (for tools), `report.md`,
 `report.html` and PNG plots under `plots/`. Every number comes from the run; nothing is computed
-that the run did not measure, except the contamination check and the trivial baselines, which
-are measured once per run on its saved world and cached in checks/contamination.json and
-checks/baselines.json (arcforge.audit.contamination, arcforge.audit.baselines). "Beyond the CI"
-means the two stages' 95% intervals do not overlap.
+that the run did not measure. The contamination check and the trivial baselines are the run's
+audits (arcforge.audit.checks, run before the report), cached in checks/contamination.json and
+checks/baselines.json; the report renders them when they are there. "Beyond the CI" means the
+two stages' 95% intervals do not overlap.
 """
 
 from __future__ import annotations
@@ -718,26 +718,9 @@ def render_html(md: str, plots: Path, names: list[str]) -> str:
     )
 
 
-def run_checks(run_dir: Path) -> None:
-    """Measure the contamination check and the baselines once per run (cached under checks/; a
-    run without a saved world yet has neither). A check that fails is reported in one line and
-    left out of the report: the rest of a finished run's report is still written."""
-    from arcforge.audit.baselines import run_baselines
-    from arcforge.audit.contamination import run_contamination
-
-    if not (run_dir / "config.yaml").exists():
-        return
-    for name, fn in (("contamination", run_contamination), ("baselines", run_baselines)):
-        try:
-            fn(run_dir)
-        except Exception as err:  # the report of a finished run is written regardless
-            print(f"[report] {name} check skipped: {type(err).__name__}: {err}")
-
-
 def write_report(run_dir: str | Path) -> Path:
     """Write report.json / report.md / report.html / plots for a run; returns report.md."""
     run_dir = Path(run_dir)
-    run_checks(run_dir)
     rep = collect(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)

@@ -41,9 +41,9 @@ from arcforge.envs.terminal_env import TerminalEnv, format_exec
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.envservice import local_service
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.stages.agentic_rl import AgenticRLStageCfg
 from arcforge.train.async_rl import train_async_rl
@@ -120,12 +120,14 @@ def run_mode(name: str, tau: int, world, tok, base_model, args) -> dict:
     pools = {"terminal": world.tasks("terminal"), "math": world.tasks("reasoning")}
     orch = Orchestrator(
         pools,
-        Mixture({"terminal": 1, "math": 1}),
-        cfg.groups_per_step,
-        cfg.group_size,
-        cfg.tau,
-        cfg.sync_every,
-        seed=1,
+        OrchestratorSettings(
+            Mixture({"terminal": 1, "math": 1}),
+            cfg.groups_per_step,
+            cfg.group_size,
+            cfg.tau,
+            cfg.sync_every,
+            seed=1,
+        ),
     )
     orch.register(
         local_service("terminal", ["terminal"], lambda t: LongTailTerminal(args.step_s), 16)

@@ -30,7 +30,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from arcforge.model.importer import real_checkpoint
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 
 VLLM_PY = Path(__file__).resolve().parent.parent / ".venv-vllm" / "bin" / "python"
 
@@ -90,7 +91,7 @@ def main() -> None:
     elif not VLLM_PY.exists():
         why_not = "no .venv-vllm (make setup-vllm)"
     else:
-        from arcforge.rollout.vllm_engine import VLLMEngine
+        from arcforge.rollout.engines.vllm import VLLMEngine
 
         vllm = VLLMEngine(master, workdir=stack.name).__enter__()
     engines = {

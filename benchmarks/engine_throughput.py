@@ -22,7 +22,8 @@ import torch
 from bench_llama import PAD, build_model
 
 from arcforge.device import resolve_device
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 
 
 def make_prompts(batch: int) -> list[list[int]]:

@@ -6,7 +6,7 @@ tokens, 48 new tokens each, T=1, no top-k/top-p, no stop tokens (vLLM's EOS is i
 every completion has exactly 48 tokens on both sides). Both engines compute on one thread:
 vLLM's server pins one engine-core thread to a core (it reduces torch to 1 thread on a 2-core
 machine and leaves the other core to its API server) and is reached over HTTP with token ids
-(arcforge.rollout.vllm_engine); LocalEngine runs in this process with `--threads` (default 1;
+(arcforge.rollout.engines.vllm); LocalEngine runs in this process with `--threads` (default 1;
 on a loaded 2-core machine 2 threads measured 4-10x slower than 1, from oversubscription). After one warm-up each, rounds run local then
 vLLM back to back; the ratio is the median of the per-round ratios (paired, so that load from
 other processes on a shared machine hits both sides alike). Weight push: `load_weights` of a
@@ -28,8 +28,9 @@ import time
 import torch
 from bench_llama import PAD, build_model
 
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.rollout.vllm_engine import VLLMEngine
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.engines.vllm import VLLMEngine
 
 
 def tokens_per_s(engine, prompts: list[list[int]], params: SamplingParams) -> float:

@@ -6,7 +6,7 @@ Subcommands (all take --device; the shell script runs them on one GPU):
                    its size; head size 64, which vLLM's GPU attention kernels support), saved
                    with `save_pretrained`
     rollout DIR    loads DIR as the trainer's fp32 model, samples --prompts random prompts of
-                   16-48 tokens x --new tokens on the engine (vllm: arcforge.rollout.vllm_engine
+                   16-48 tokens x --new tokens on the engine (vllm: arcforge.rollout.engines.vllm
                    serving --vllm-dtype; local: the LocalEngine at --local-precision), then
                      result: rollout tokens_per_s=...      (the median of --rounds timed calls)
                      result: rho p001=... p01=... p50=... p99=... p999=... popped_beta2=...
@@ -69,11 +69,11 @@ def _load(path: str, device: torch.device):
 
 def _engine(args, model):
     if args.engine == "vllm":
-        from arcforge.rollout.vllm_engine import VLLMEngine
+        from arcforge.rollout.engines.vllm import VLLMEngine
 
         extra = ["--dtype", args.vllm_dtype, "--gpu-memory-utilization", str(args.vllm_mem)]
         return VLLMEngine(model, extra_args=extra, startup_timeout=args.startup_timeout)
-    from arcforge.rollout.engine import LocalEngine
+    from arcforge.rollout.engines.local import LocalEngine
 
     return LocalEngine(model, pad_token_id=0, precision=args.local_precision, max_batch=512)
 
@@ -81,7 +81,7 @@ def _engine(args, model):
 def rollout(args) -> None:
     from arcforge.config import LossCfg
     from arcforge.rl.advantages import group_advantages
-    from arcforge.rollout.engine import SamplingParams
+    from arcforge.rollout.engines.base import SamplingParams
     from arcforge.train.rl import policy_backward
     from arcforge.train.rollout_batch import (
         pad_trajectories,

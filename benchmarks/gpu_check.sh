@@ -15,7 +15,7 @@
 #                                         # LocalEngine instead of vLLM, a tiny checkpoint
 #
 # Needs: an NVIDIA GPU with its driver (nvidia-smi), python3 >= 3.11, ~15 GB of disk and a
-# reachable package index (pip). vLLM 0.32.0 is the API arcforge.rollout.vllm_engine follows
+# reachable package index (pip). vLLM 0.32.0 is the API arcforge.rollout.engines.vllm follows
 # and pins torch==2.13.0 (its PyPI metadata), the torch arcforge pins, so both live in one
 # venv (ARCFORGE_GPU_VENV, default .venv-gpu; ARCFORGE_VLLM_PKG overrides the requirement).
 # Everything it writes goes to ARCFORGE_GPU_CHECK_DIR (default runs/gpu_check): a log per step

@@ -27,9 +27,10 @@ import torch.nn.functional as F
 
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.prompts import RLPrompt
 from arcforge.stages.rl import RLStageCfg
-from arcforge.train.rl import PromptStream, RLPrompt, collect_rollouts, train_rl
+from arcforge.train.rl import PromptStream, collect_rollouts, train_rl
 from arcforge.train.rollout_batch import sequence_logprobs
 from arcforge.types import Reward, Task, Validation
 

@@ -22,9 +22,9 @@ import time
 from arcforge.browser import Browser
 from arcforge.rewards.slides import deck_reward
 from arcforge.rewards.slides_render import SlideRenderer
-from arcforge.world.kb import build_kb
-from arcforge.world.names import NameBank
-from arcforge.world.slides import reference_deck, slides_tasks
+from arcforge.world.knowledge.kb import build_kb
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.tasks.slide_decks import reference_deck, slides_tasks
 
 
 def timed(fn) -> float:

@@ -38,8 +38,9 @@ from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model, load_model, save_checkpoint
 from arcforge.model.mtp import MTPHead, load_mtp, mtp_loss, save_mtp
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.rollout.spec_decode import align_on_own_text
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.engines.mtp_align import align_on_own_text
 from arcforge.train.lm import heldout_loss, train_lm
 from arcforge.train.loop import Phase
 from arcforge.world import WorldConfig, build_world

@@ -388,7 +388,7 @@ def _summary(cls: type) -> str:
 def _world_options() -> list[str]:
     """Tables of the world generator's settings, which `world.options` sets (a dataclass)."""
     try:
-        world_cls = importlib.import_module("arcforge.world.world").WorldConfig
+        world_cls = importlib.import_module("arcforge.world.world_config").WorldConfig
     except (ImportError, AttributeError):
         return []
     out = [

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from arcforge.envs.base import StepResult
-from arcforge.rollout.engine import SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
 from arcforge.rollout.envservice import local_service
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
+from arcforge.rollout.prompts import RLPrompt
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.stages.agentic_rl import AgenticRLStageCfg
 from arcforge.stages.rl import RLStageCfg
-from arcforge.train.rl import RLPrompt
 from arcforge.types import Message, Reward, Task, Validation
 
 
@@ -140,12 +140,14 @@ def parity_workers(tok, engine, c: AgenticRLStageCfg, env=ParityEnv):
     `c.workers` local workers sampling from `engine`."""
     orch = Orchestrator(
         {"search": say_something_tasks()},
-        Mixture({"search": 1}),
-        c.groups_per_step,
-        c.group_size,
-        c.tau,
-        c.sync_every,
-        max_refill_tries=c.max_refill_tries,
+        OrchestratorSettings(
+            Mixture({"search": 1}),
+            c.groups_per_step,
+            c.group_size,
+            c.tau,
+            c.sync_every,
+            max_refill_tries=c.max_refill_tries,
+        ),
     )
     orch.register(local_service("parity", ["search"], lambda t: env(), 16))
     return orch, LocalWorkers(orch, engine, tok, c.agent(), c.workers)

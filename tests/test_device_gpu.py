@@ -20,7 +20,8 @@ from arcforge.config import OptimCfg
 from arcforge.device import model_device
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.run_config import load_config
 from arcforge.stages.rl import RLStageCfg
 from arcforge.train.lm import train_lm

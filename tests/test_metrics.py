@@ -1,5 +1,6 @@
 """MetricSink: metrics.jsonl (always), TensorBoard event files read back with tensorboard's
-own reader, resume trimming, the `logging:` config and the error for a missing library."""
+own reader, resume trimming, the `logging:` config and the error for a missing library; the
+write hooks every JsonlSink calls."""
 
 import json
 import sys
@@ -8,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from arcforge.errors import UserError
-from arcforge.metrics import LoggingCfg, MetricSink, flatten
+from arcforge.metrics import JsonlSink, LoggingCfg, MetricSink, flatten, on_write, read_rows
 
 
 def read_jsonl(path):
@@ -32,6 +33,34 @@ def test_jsonl_is_the_default_and_resume_drops_later_steps(tmp_path):
     ]
     MetricSink(LoggingCfg(), tmp_path)  # a fresh run starts the file over
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_write_hooks_see_every_jsonl_row_once_until_removed(tmp_path):
+    seen = []
+    remove = on_write(lambda path, record: seen.append((path.name, record)))
+    try:
+        probe = JsonlSink(tmp_path / "probe.jsonl")
+        probe.log(1, {"mean": 0.5})
+        with MetricSink(LoggingCfg(), tmp_path) as sink:  # one call per row, not per sink
+            sink.log(2, {"loss": 1.0})
+        MetricSink(LoggingCfg(), tmp_path / "r1", enabled=False).log(2, {"loss": 1.0})
+    finally:
+        remove()
+    probe.log(3, {"mean": 0.7})
+    assert seen == [
+        ("probe.jsonl", {"step": 1, "mean": 0.5}),
+        ("metrics.jsonl", {"step": 2, "loss": 1.0}),
+        ("metrics.jsonl", {"step": 2, "loss": 1.0}),  # a rank other than 0 counts it too
+    ]
+    assert not (tmp_path / "r1").exists()  # but writes nothing
+    assert (
+        probe.rows()
+        == read_rows(tmp_path / "probe.jsonl")
+        == [
+            {"step": 1, "mean": 0.5},
+            {"step": 3, "mean": 0.7},
+        ]
+    )
 
 
 def test_tensorboard_scalars_read_back(tmp_path):

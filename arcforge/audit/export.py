@@ -93,10 +93,10 @@ def suite_tasks(world: Any, suite: str, split: str, n: int | None = None) -> lis
         tasks = world.tasks(suite, split)
         return tasks[:n] if n else tasks
     if suite == "explore":
-        from arcforge.world.explore import explore_tasks
+        from arcforge.world.tasks.explore import explore_tasks
 
         return explore_tasks(world.repos, world.config.seed, n or GENERATED_N, split)
-    from arcforge.world.chains import chain_tasks
+    from arcforge.world.tasks.chains import chain_tasks
 
     return chain_tasks(world.config.seed, n or GENERATED_N, split)
 
@@ -121,7 +121,7 @@ def solution_of(task: Task) -> str | None:
     if task.kind == "code" and task.metadata.get("body"):
         return str(task.metadata["body"])
     if task.kind == "swe" and "bug" in task.context:
-        from arcforge.world.demos import fixed_body
+        from arcforge.world.text.demos import fixed_body
 
         try:
             return fixed_body(task)
@@ -239,7 +239,7 @@ def _episode_texts(
         if world.config.n(getattr(world.config.episodes, k, 0), 0) == 0:
             continue
         if k == "swarm":  # the orchestrator's script (its subagents' replies are observations)
-            from arcforge.world.swarm import swarm_expert_script, swarm_tasks
+            from arcforge.world.tasks.wide_search import swarm_expert_script, swarm_tasks
 
             n = world.config.n(world.config.episodes.swarm, 0)
             for t in swarm_tasks(world, "train")[:n]:
@@ -260,8 +260,8 @@ def _source_texts(
     world: Any, spec: str, run_dir: Path | None, prompts_only: bool
 ) -> tuple[list[str], str | None]:
     """(texts, why missing) of one source spec."""
-    from arcforge.data.sources import load_records, parse_source
-    from arcforge.stages.common import world_records
+    from arcforge.data.sources import KINDS, load_records, parse_source
+    from arcforge.stages.world_source import world_records
 
     if "{run_dir}" in spec:
         if run_dir is None:
@@ -273,7 +273,7 @@ def _source_texts(
         return [record_text(r, prompts_only) for r in load_reasoning_gym(spec)], None
     src = parse_source(spec)
     if src.kind != "world":
-        if not Path(src.target).exists():
+        if src.kind in KINDS and not Path(src.target).exists():  # a file not written yet
             return [], f"{src.target} does not exist (yet)"
         return [record_text(r, prompts_only) for r in load_records(src)], None
     if src.target == "episodes" or src.target.startswith("episodes/"):
@@ -296,7 +296,7 @@ def _synth_inputs(world: Any, stage: dict) -> list[str]:
             t.instruction for t in world.tasks("terminal", "train")[: stage["terminal_seeds"]]
         ]
     if stage.get("terminal_pages"):
-        from arcforge.world.tutorials import tutorial_pages
+        from arcforge.world.text.tutorials import tutorial_pages
 
         texts += [p["text"] for p in tutorial_pages(world, int(stage["terminal_pages"]))]
     n_search = max(int(stage.get("abe") or 0), 0)

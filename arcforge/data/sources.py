@@ -1,7 +1,7 @@
 """The one `source:` notion every stage reads data through.
 
 A source spec is a string:
-    world:<suite>[:<split>]     the embedded world's pool (resolved by a callback, see below);
+    world:<suite>[:<split>]     the embedded world's pool (resolved by the caller, see below);
                                 split train (default), test, unseen (train tasks no SFT
                                 demo or expert episode shows: RL prompts), fresh (new tasks
                                 from the suite's generator, in neither split: RL prompts) or
@@ -9,6 +9,7 @@ A source spec is a string:
     jsonl:<path>                one JSON object per line
     parquet:<path>              one record per row
     hf_disk:<path>[#<split>]    a `datasets` dataset written with `save_to_disk`
+    <prefix>:<target>           a source added with `register_source(prefix, loader)`
 
 Each record is one of three shapes, told apart by its keys:
     {"messages": [...]}                 a chat (parsed with Message.from_dict)
@@ -22,8 +23,13 @@ A bad record (invalid JSON, wrong types, unknown role) is reported with its file
 row) and what was wrong, then either skipped and counted (on_error="skip", a logged warning) or
 raised as a DataError (on_error="fatal"). A missing file is always a DataError.
 
-`world:` is resolved through a callback so this module never imports arcforge.world: the
-pipeline calls `register_world_resolver(fn)` (or passes `world=fn` to `load_records`).
+`world:` is resolved by the caller so this module never imports arcforge.world: a run passes
+`world=` (a `(suite, split) -> records` resolver, arcforge.stages.world_source) and `run_dir=`
+(what `{run_dir}` in a path stands for) to `load_records`.
+
+Sources of your own: `register_source("csv", load_csv)` makes `csv:<target>` a source every
+stage reads; `load_csv(target)` returns Records or record dicts (the shapes above, checked and
+reported like a file's lines). Register before the run reads its sources.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -43,9 +49,8 @@ from arcforge.types import Message, Task
 
 log = logging.getLogger(__name__)
 
-SourceKind = Literal["world", "jsonl", "parquet", "hf_disk"]
 OnError = Literal["skip", "fatal"]
-KINDS: tuple[str, ...] = ("world", "jsonl", "parquet", "hf_disk")
+KINDS: tuple[str, ...] = ("world", "jsonl", "parquet", "hf_disk")  # the built-in prefixes
 
 
 class DataError(UserError):
@@ -54,9 +59,10 @@ class DataError(UserError):
 
 @dataclass(frozen=True)
 class Source:
-    """A parsed source spec. `target` is the suite (world) or the path (files)."""
+    """A parsed source spec. `kind` is the prefix; `target` is the suite (world), the path
+    (files) or what follows the prefix (a registered source)."""
 
-    kind: SourceKind
+    kind: str
     target: str
     split: str | None = None
 
@@ -110,42 +116,50 @@ class Record:
         return "prompt" if self.prompt is not None else "text"
 
 
+# (suite, split) -> the records of `world:<suite>[:<split>]`
 WorldResolver = Callable[[str, str | None], list[Record]]
-_world_resolver: WorldResolver | None = None
+# the target (what follows `<prefix>:`) -> Records or record dicts
+SourceLoader = Callable[[str], Iterable[Record | dict[str, Any]]]
+
+SOURCES: dict[str, SourceLoader] = {}  # registered prefixes (register_source)
 
 
-def register_world_resolver(fn: WorldResolver | None) -> None:
-    """Set the callback `(suite, split) -> list[Record]` that resolves `world:` sources."""
-    global _world_resolver
-    _world_resolver = fn
+def register_source(prefix: str, loader: SourceLoader) -> None:
+    """Add (or replace) the source `<prefix>:<target>`, read with `loader(target)`.
+
+    Args:
+        prefix: the scheme, e.g. "csv"; not one of the built-in KINDS, no ':'.
+        loader: target -> Records or record dicts (a dict is checked like a JSONL line and, when
+            bad, skipped or raised by `load_records`' on_error); raise DataError for a target
+            it cannot read.
+
+    Example:
+        register_source("csv", lambda path: csv.DictReader(open(path)))
+        load_records("csv:data/qa.csv")  # rows with prompt/answer columns
+    """
+    if prefix in KINDS or not prefix or ":" in prefix:
+        raise ValueError(f"source prefix {prefix!r}: empty, with a ':', or built in ({KINDS})")
+    SOURCES[prefix] = loader
 
 
-_run_dir: str | None = None
-
-
-def register_run_dir(path: str | None) -> None:
-    """Set the directory `{run_dir}` in a source path expands to (the running pipeline's)."""
-    global _run_dir
-    _run_dir = None if path is None else str(path)
-
-
-def expand_run_dir(spec: str) -> str:
-    """`jsonl:{run_dir}/synth/rl_pool.jsonl` -> the path inside the current run's directory, so
-    a config can read what an earlier stage of the same run wrote, whatever `--run-dir` is."""
+def expand_run_dir(spec: str, run_dir: str | Path | None) -> str:
+    """`jsonl:{run_dir}/synth/rl_pool.jsonl` -> the path inside the run's directory, so a config
+    can read what an earlier stage of the same run wrote, whatever `--run-dir` is."""
     if "{run_dir}" not in spec:
         return spec
-    if _run_dir is None:
-        raise DataError(f"source {spec!r}: {{run_dir}} is only known inside a pipeline run")
-    return spec.replace("{run_dir}", _run_dir)
+    if run_dir is None:
+        raise DataError(f"source {spec!r}: {{run_dir}} is only known inside a run")
+    return spec.replace("{run_dir}", str(run_dir))
 
 
 def parse_source(spec: str) -> Source:
     """Parse a source spec string; raises DataError naming the spec and the accepted forms."""
     kind, sep, rest = spec.partition(":")
-    if not sep or kind not in KINDS or not rest:
+    if not sep or (kind not in KINDS and kind not in SOURCES) or not rest:
+        own = "".join(f", {k}:<target>" for k in sorted(SOURCES))
         raise DataError(
             f"bad source {spec!r}: expected world:<suite>[:split], jsonl:<path>, "
-            "parquet:<path> or hf_disk:<path>[#split]"
+            f"parquet:<path> or hf_disk:<path>[#split]{own}"
         )
     if kind == "world":
         suite, _, split = rest.partition(":")
@@ -153,7 +167,7 @@ def parse_source(spec: str) -> Source:
     if kind == "hf_disk":
         path, _, split = rest.partition("#")
         return Source("hf_disk", path, split or None)
-    return Source(kind, rest)  # type: ignore[arg-type]
+    return Source(kind, rest)
 
 
 def _scalar_str(d: dict[str, Any], key: str) -> str:
@@ -253,6 +267,10 @@ def _read_hf_disk(src: Source, path: Path) -> list[dict[str, Any]]:
 
 
 def _raw_items(src: Source) -> Iterator[tuple[str, Any]]:
+    if src.kind in SOURCES:
+        for i, item in enumerate(SOURCES[src.kind](src.target), start=1):
+            yield f"{src}#{i}", item
+        return
     path = Path(src.target)
     if not path.exists():
         raise DataError(f"source {src}: file not found: {path}")
@@ -270,13 +288,15 @@ def load_records(
     spec: str | SourceSpec | Source,
     on_error: OnError = "skip",
     world: WorldResolver | None = None,
+    run_dir: str | Path | None = None,
 ) -> list[Record]:
     """Read every record of one source.
 
     Args:
         spec: a source string, SourceSpec or parsed Source.
         on_error: "skip" logs each bad record (file:line: what) and drops it; "fatal" raises.
-        world: resolver for `world:` sources; defaults to the registered one.
+        world: the resolver of `world:` sources (the run's: arcforge.stages.world_source).
+        run_dir: the directory `{run_dir}` in a source path stands for.
 
     Returns:
         The records in file order.
@@ -286,19 +306,20 @@ def load_records(
     src = (
         spec
         if isinstance(spec, Source)
-        else parse_source(expand_run_dir(spec.source if isinstance(spec, SourceSpec) else spec))
+        else parse_source(
+            expand_run_dir(spec.source if isinstance(spec, SourceSpec) else spec, run_dir)
+        )
     )
     if src.kind == "world":
-        resolver = world or _world_resolver
-        if resolver is None:
-            raise DataError(f"source {src}: no world resolver registered")
-        return resolver(src.target, src.split)
+        if world is None:
+            raise DataError(f"source {src}: no world resolver given (world=)")
+        return world(src.target, src.split)
     records, bad = [], []
     for origin, obj in _raw_items(src):
         try:
             if isinstance(obj, ValueError):
                 raise obj
-            records.append(record_from_dict(obj, origin))
+            records.append(obj if isinstance(obj, Record) else record_from_dict(obj, origin))
         except ValueError as e:
             if on_error == "fatal":
                 raise DataError(f"{origin}: bad record: {e}") from None

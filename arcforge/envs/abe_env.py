@@ -23,8 +23,8 @@ import json
 import re
 from typing import Any
 
+from arcforge.envs.base import Env
 from arcforge.envs.search_env import normalize_answer
-from arcforge.envs.tool_turns import ToolTurnsEnv
 from arcforge.rewards.math import extract_answer
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
@@ -125,7 +125,7 @@ def answers_match(pred: str | None, ref: str) -> bool:
     return parts(pred) == parts(ref)
 
 
-class ABEEnv(ToolTurnsEnv):
+class ABEEnv(Env):
     """Environment over a task's deployed ABE tools; a reply without tool calls is the answer.
 
     Args:
@@ -133,31 +133,31 @@ class ABEEnv(ToolTurnsEnv):
     """
 
     def __init__(self, system_prompt: str | None = None) -> None:
-        self.system_prompt = system_prompt
-        self.tools: list[Tool] = []
+        super().__init__(system_prompt)
         self._calls: list[ToolCall] = []
         self._valid: list[bool] = []
 
-    def reset(self, task: Task) -> list[Message]:
-        spec = task.context.get("abe")
-        if not isinstance(spec, dict) or task.validation.answer is None:
+    def check(self, task: Task) -> None:
+        if not isinstance(task.context.get("abe"), dict) or task.validation.answer is None:
             raise ValueError(f"task {task.id}: ABEEnv needs context['abe'] and validation.answer")
-        self.tools = list(deploy_tools(spec).values())
-        self._calls, self._valid = [], []
-        return self._begin(task)
 
-    def _record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+    def start(self, task: Task) -> list[Message]:
+        self.tools = list(deploy_tools(task.context["abe"]).values())
+        self._calls, self._valid = [], []
+        return self.opening(task)
+
+    def record(self, call: ToolCall, valid: bool, observation: Message) -> None:
         self._calls.append(call)
         self._valid.append(valid)
 
     def verify(self) -> Reward:
-        if self._task is None:
+        if self.task is None:
             raise RuntimeError("ABEEnv.verify called before reset")
-        spec = self._task.context["abe"]
+        spec = self.task.context["abe"]
         made = [(c.name, c.arguments) for c in self._calls]
         calls = call_f1(made, spec.get("required_calls", []))
-        answer = extract_answer(self._reply) if self._reply is not None else None
-        correct = float(answers_match(answer, str(self._task.validation.answer)))
+        answer = extract_answer(self.reply) if self.reply is not None else None
+        correct = float(answers_match(answer, str(self.task.validation.answer)))
         details = {
             "answer": answer,
             "correct": correct,

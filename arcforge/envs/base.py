@@ -1,10 +1,12 @@
-"""The Environment protocol and the tool-call executor every environment shares.
+"""The Environment protocol, the tool-call executor, and `Env`, the base class of every
+environment in this package.
 
 An environment is a small class: `reset(task)` gives the opening messages and sets `tools`,
 `step(assistant_message)` executes the message's tool calls and returns observations,
-`verify()` grades the episode into a `Reward`. Tool calls that are malformed, name an unknown
-tool, have wrong argument types, or raise, become an error observation that tells the model what
-was wrong — never an exception out of the loop.
+`verify()` grades the episode into a `Reward`. `Env` runs that loop once for all of them; a
+subclass fills in its hooks (see `Env`). Tool calls that are malformed, name an unknown tool,
+have wrong argument types, or raise, become an error observation that tells the model what was
+wrong — never an exception out of the loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from arcforge.sandbox.types import Limits, Sandbox
+from arcforge.chat.validate import validate_call
+from arcforge.sandbox.types import Sandbox
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
 MAX_OBSERVATION_CHARS = 8000
@@ -40,13 +43,6 @@ class Environment(Protocol):
     def close(self) -> None: ...
 
 
-def _check_args(call: ToolCall, tool: Tool) -> str | None:
-    # Imported here: chat depends on types only, envs may use chat's validator.
-    from arcforge.chat import validate_call
-
-    return validate_call(call, {tool.name: tool})
-
-
 def execute_call(
     call: ToolCall, tools: dict[str, Tool], max_chars: int = MAX_OBSERVATION_CHARS
 ) -> Message:
@@ -54,7 +50,7 @@ def execute_call(
     tool = tools.get(call.name)
     if tool is None:
         text = f"error: unknown tool {call.name!r}; available tools: {', '.join(sorted(tools))}"
-    elif (problem := _check_args(call, tool)) is not None:
+    elif (problem := validate_call(call, {tool.name: tool})) is not None:
         text = f"error: {problem}"
     elif tool.fn is None:
         text = f"error: tool {call.name!r} cannot be executed here"
@@ -79,91 +75,109 @@ def execute_calls(
     return obs + [execute_call(c, tools) for c in message.tool_calls]
 
 
-class SingleTurnEnv:
-    """An environment where the first assistant reply ends the episode (MathEnv, SlidesEnv).
+class Env:
+    """The base every environment in `arcforge.envs` builds on: the episode loop of `reset` and
+    `step`, with hooks a subclass overrides for what its tasks need.
 
-    Subclasses implement `check(task)` (raise ValueError naming what the task lacks) and
-    `score(reply, task)` (the Reward of a reply; `reply` is None when the episode ended
-    without one, e.g. at the length or context limit).
+    An episode: `reset(task)` opens it; each `step(message)` runs the message's tool calls
+    (through `call_tool`, each one then passed to `record`) and returns their observations; a
+    message without tool calls goes to `finish`, which by default keeps its text as `reply` and
+    ends the episode; `verify()` grades it; `close()` releases what the episode holds.
+
+    Hooks, in the order an episode calls them:
+        check(task): first thing in `reset`, before anything of the last episode is released;
+            raises ValueError naming what the task lacks. Default: accept every task.
+        start(task): in `reset`, after `close()` (with `task` and `reply` cleared; `task` is
+            set once `start` returns): open what the episode needs (a sandbox in `sb`, a
+            server), set `tools`, clear the subclass's own per-episode state, and return the
+            opening messages. Default: `opening(task)`, the system prompt (if any) and the
+            task's instruction.
+        call_tool(call, tools): in `step`, once per tool call: its observation. Default:
+            `execute_call` (unknown tools, bad arguments and exceptions become error
+            observations).
+        record(call, valid, observation): in `step`, after each call, with `valid` telling
+            whether the call named a known tool with arguments matching its schema: keep what
+            `verify` needs of it. Default: nothing.
+        finish(message): in `step`, for a message without tool calls (for every message when
+            `single_turn` is set): returns the step's result. Default: keep the message's
+            text as `reply` and end the episode. Override to grade a submission and go on
+            (ChainEnv) or to run what the final message holds (TerminalEnv).
+        verify(): after the episode: its Reward. Every subclass implements it.
+        close(): at the start of every `reset` and when the caller is done: releases the
+            episode's resources. Default: close `sb`; a subclass holding more extends it and
+            calls `super().close()`.
+
+    An episode also ends after a step whose tool calls set `reply` (an answer tool, SearchEnv).
+
+    Attributes:
+        system_prompt: the system message `opening` puts first (None for none).
+        tools: the tools offered this episode (set in `start` or the constructor).
+        task: the episode's task (None before the first `reset`).
+        reply: the text that ended the episode (None while it runs).
+        sb: the sandbox the episode's tools act in, if any.
+        single_turn: the first assistant message ends the episode, tool calls or not.
     """
+
+    single_turn = False
 
     def __init__(self, system_prompt: str | None = None) -> None:
         self.system_prompt = system_prompt
         self.tools: list[Tool] = []
-        self._task: Task | None = None
-        self._reply: str | None = None
+        self.task: Task | None = None
+        self.reply: str | None = None
+        self.sb: Sandbox | None = None
 
-    def check(self, task: Task) -> None:
-        pass
-
-    def score(self, reply: str | None, task: Task) -> Reward:
-        raise NotImplementedError
+    # ---- the episode loop ----------------------------------------------------------------
 
     def reset(self, task: Task) -> list[Message]:
+        """Start an episode of `task`; returns its opening messages."""
         self.check(task)
-        self._task, self._reply = task, None
+        self.close()
+        self.task, self.reply = None, None
+        opening = self.start(task)
+        self.task = task  # only now: after a failed start, `step` refuses to run
+        return opening
+
+    def step(self, message: Message) -> StepResult:
+        """Run the assistant message's tool calls, or end the turn loop through `finish`."""
+        if self.task is None:
+            raise RuntimeError("call reset(task) before step()")
+        if self.single_turn or not message.tool_calls:
+            return self.finish(message)
+        tools = {t.name: t for t in self.tools}
+        obs = [self.call_tool(call, tools) for call in message.tool_calls]
+        for call, o in zip(message.tool_calls, obs):
+            self.record(call, validate_call(call, tools) is None, o)
+        return StepResult(obs, done=self.reply is not None)
+
+    def opening(self, task: Task) -> list[Message]:
+        """The system prompt (if any), then the task's instruction as the user message."""
         msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
         return msgs + [Message("user", task.instruction)]
 
-    def step(self, message: Message) -> StepResult:
-        self._reply = message.content
-        return StepResult(observations=[], done=True)
+    # ---- hooks ---------------------------------------------------------------------------
 
-    def verify(self) -> Reward:
-        if self._task is None:
-            raise RuntimeError(f"{type(self).__name__}.verify called before reset")
-        return self.score(self._reply, self._task)
+    def check(self, task: Task) -> None:
+        """Raise ValueError naming what `task` lacks for this environment."""
 
-    def close(self) -> None:
-        pass
+    def start(self, task: Task) -> list[Message]:
+        """Open the episode's resources, set `tools`; returns the opening messages."""
+        return self.opening(task)
 
+    def call_tool(self, call: ToolCall, tools: dict[str, Tool]) -> Message:
+        """The observation of one tool call."""
+        return execute_call(call, tools)
 
-class SandboxToolEnv:
-    """A multi-turn environment whose tools act in one sandbox per episode (CodeEnv, TIREnv,
-    ChainEnv, SWEEnv, TerminalEnv): each assistant message's tool calls run and come back as
-    observations; a message without calls ends the episode and is kept as `final`.
-
-    Subclasses open `self.sb` and set `self.tools` in `reset`, and override `finish(message)`
-    for what a final message does (run its scripts, grade a step); `close` releases the sandbox.
-    State of their own per episode goes in `_new_episode`.
-
-    Args:
-        backend: sandbox backend.
-        limits: per-exec limits (default: `Limits(wall_time=verify_timeout)`).
-        tool_timeout: seconds per tool call.
-        verify_timeout: seconds for grading.
-    """
-
-    def __init__(
-        self,
-        backend: str = "bwrap",
-        limits: Limits | None = None,
-        tool_timeout: float = 10,
-        verify_timeout: float = 60,
-    ) -> None:
-        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
-        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
-        self.sb: Sandbox | None = None
-        self.task: Task | None = None
-        self.tools: list[Tool] = []
-        self.final = ""
-        self._new_episode()
-
-    def _new_episode(self) -> None:
-        """Clear what a subclass keeps per episode beyond the task, sandbox and tools: called
-        here, so that the fields exist before the first episode, and by the subclass's `reset`."""
-
-    def step(self, message: Message) -> StepResult:
-        if self.sb is None or self.task is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
-        return self.finish(message)
+    def record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+        """Keep what `verify` needs of one call."""
 
     def finish(self, message: Message) -> StepResult:
-        """A message without tool calls: keep its text and end the episode."""
-        self.final = message.content
+        """A message without tool calls: keep its text as `reply` and end the episode."""
+        self.reply = message.content
         return StepResult([], True)
+
+    def verify(self) -> Reward:
+        raise NotImplementedError(f"{type(self).__name__} does not implement verify()")
 
     def close(self) -> None:
         if self.sb is not None:

@@ -1,6 +1,6 @@
 """ChainEnv: multi-step coding where every step re-runs all earlier steps' tests (regression).
 
-A chain task (`arcforge.world.chains`) lists steps; the episode opens with step 1. Each
+A chain task (`arcforge.world.tasks.chains`) lists steps; the episode opens with step 1. Each
 assistant reply without tool calls submits that step: the last ```python block is appended to
 the module `solution.py` (later definitions override earlier ones, as in a real file that
 grows). The grader then restores the pristine sandbox, writes the module and the hidden tests
@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from arcforge.envs.base import SandboxToolEnv, StepResult
+from arcforge.envs.base import Env, StepResult
 from arcforge.envs.code_env import run_pytest, test_names
 from arcforge.envs.terminal_env import fenced_blocks, open_task_sandbox, python_tool
+from arcforge.sandbox import Limits
 from arcforge.types import Message, Reward, Task
 
 
-class ChainEnv(SandboxToolEnv):
+class ChainEnv(Env):
     """Chained steps over one growing module, graded after every step.
 
     Args:
@@ -32,23 +33,31 @@ class ChainEnv(SandboxToolEnv):
         tool_timeout: seconds per `run_python` call; verify_timeout: seconds per grading run.
     """
 
-    def _new_episode(self) -> None:
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 10,
+        verify_timeout: float = 60,
+    ) -> None:
+        super().__init__()
+        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
         self.module = ""  # the module so far: each step's last python block appended
         self.results: list[dict[str, Any]] = []  # one grading per step
 
-    def reset(self, task: Task) -> list[Message]:
-        steps = task.metadata.get("steps") or []
-        if not steps:
+    def check(self, task: Task) -> None:
+        if not task.metadata.get("steps"):
             raise ValueError(f"task {task.id}: a chain task needs metadata['steps']")
-        self.close()
-        self.task = task
-        self._new_episode()
+
+    def start(self, task: Task) -> list[Message]:
+        self.module, self.results = "", []
         self.sb = open_task_sandbox(self.backend, self.limits)
         summary = "Run a Python program in the sandbox and return what it printed."
         self.tools = [python_tool(self.sb, self.tool_timeout, "run_python", summary)]
-        return [Message("user", task.instruction)]
+        return self.opening(task)
 
-    def _check(self, k: int) -> dict[str, Any]:
+    def _grade(self, k: int) -> dict[str, Any]:
         """Grade the module against the tests of steps 0..k."""
         assert self.sb is not None and self.task is not None
         steps = self.task.metadata["steps"]
@@ -79,7 +88,7 @@ class ChainEnv(SandboxToolEnv):
         blocks = fenced_blocks(message.content, ("python", "py", ""))
         if blocks:
             self.module = (self.module + "\n\n" + blocks[-1]).strip() + "\n"
-        res = self._check(k)
+        res = self._grade(k)
         res["submitted"] = bool(blocks)
         self.results.append(res)
         steps = self.task.metadata["steps"]

@@ -24,7 +24,7 @@ from arcforge.envs.terminal_env import format_exec
 from arcforge.sandbox import SandboxError
 from arcforge.sandbox.rootfs_build import NET_FAILURE
 from arcforge.types import Task
-from arcforge.world.repos import Repo
+from arcforge.world.code.repos import Repo
 
 
 def load_task(path: str | Path, container: bool | None = None) -> Task:

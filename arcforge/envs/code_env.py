@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from arcforge.envs.base import SandboxToolEnv
+from arcforge.envs.base import Env
 from arcforge.envs.terminal_env import (
     PYSITE,
     fenced_blocks,
@@ -35,7 +35,7 @@ from arcforge.envs.terminal_env import (
     python_tool,
 )
 from arcforge.rewards.code import assemble
-from arcforge.sandbox import ExecResult, Sandbox, SandboxError
+from arcforge.sandbox import ExecResult, Limits, Sandbox, SandboxError
 from arcforge.types import Message, Reward, Task
 
 JUNIT = "/grading/junit.xml"
@@ -131,7 +131,7 @@ def _all_passed(status: dict[str, str], name: str) -> bool:
     return bool(hits) and all(s == "passed" for s in hits)
 
 
-class CodeEnv(SandboxToolEnv):
+class CodeEnv(Env):
     """Write-a-function tasks with hidden pytest tests.
 
     Task fields read: instruction; validation.tests (pytest source importing from `solution`);
@@ -145,19 +145,28 @@ class CodeEnv(SandboxToolEnv):
         verify_timeout: seconds for the hidden tests.
     """
 
-    def reset(self, task: Task) -> list[Message]:
-        self.close()
-        self.task, self.final = task, ""
+    def __init__(
+        self,
+        backend: str = "bwrap",
+        limits: Limits | None = None,
+        tool_timeout: float = 10,
+        verify_timeout: float = 60,
+    ) -> None:
+        super().__init__()
+        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
+
+    def start(self, task: Task) -> list[Message]:
         self.sb = open_task_sandbox(self.backend, self.limits)
         summary = "Run a Python program in the sandbox and return what it printed."
         self.tools = [python_tool(self.sb, self.tool_timeout, "run_python", summary)]
-        return [Message("user", task.instruction)]
+        return self.opening(task)
 
     def verify(self) -> Reward:
         """Grade the last ```python block of the final message against the hidden tests."""
         if self.sb is None or self.task is None:
             return Reward(0.0, {"error": "no episode"})
-        blocks = fenced_blocks(self.final, ("python", "py", ""))
+        blocks = fenced_blocks(self.reply or "", ("python", "py", ""))
         tests = self.task.validation.tests or ""
         expected = test_names(tests)
         details: dict[str, Any] = {"passed": 0, "total": len(expected)}

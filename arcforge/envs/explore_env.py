@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.base import Env
 from arcforge.rewards.math import extract_answer
 from arcforge.types import Message, Reward, Task, Tool
-from arcforge.world.repos import Repo
+from arcforge.world.code.repos import Repo
 
 
-class ExploreEnv:
+class ExploreEnv(Env):
     """Find-the-file tasks over the world's repos.
 
     Args:
@@ -27,27 +27,27 @@ class ExploreEnv:
     """
 
     def __init__(self, repos: Iterable[Repo]) -> None:
+        super().__init__()
         self.repos = {r.name: r for r in repos}
         self.files: dict[str, str] = {}
-        self.tools: list[Tool] = []
-        self.task: Task | None = None
         self.opened: list[str] = []
-        self.reply: str | None = None
 
-    def reset(self, task: Task) -> list[Message]:
+    def check(self, task: Task) -> None:
         name = task.context.get("repo")
         if name not in self.repos:
             raise ValueError(f"task {task.id}: repo {name!r} unknown; known: {sorted(self.repos)}")
         if not task.metadata.get("target"):
             raise ValueError(f"task {task.id}: an explore task needs metadata['target']")
-        r = self.repos[name]
+
+    def start(self, task: Task) -> list[Message]:
+        r = self.repos[task.context["repo"]]
         self.files = {**r.files, **r.tests, "README.md": f"# {r.name}\n\n{r.description}\n"}
-        self.task, self.opened, self.reply = task, [], None
+        self.opened = []
         self.tools = [
             Tool.from_function(self.list_files, "list_files"),
             Tool.from_function(self.read_file, "read_file"),
         ]
-        return [Message("user", task.instruction)]
+        return self.opening(task)
 
     def list_files(self, path: str = "") -> str:
         """List the repository's files under a directory.
@@ -75,14 +75,6 @@ class ExploreEnv:
             self.opened.append(key)
         return self.files[key]
 
-    def step(self, message: Message) -> StepResult:
-        if self.task is None:
-            raise RuntimeError("call reset(task) before step()")
-        if message.tool_calls:
-            return StepResult(execute_calls(message, {t.name: t for t in self.tools}), False)
-        self.reply = message.content
-        return StepResult([], True)
-
     def verify(self) -> Reward:
         if self.task is None:
             return Reward(0.0, {"error": "no episode"})
@@ -99,6 +91,3 @@ class ExploreEnv:
             "answer": answer,
         }
         return Reward(1.0 if ok else 0.0, details)
-
-    def close(self) -> None:
-        pass

@@ -58,7 +58,7 @@ from arcforge.sandbox.root import (
 from arcforge.sandbox.rootfs import rootfs_blockers
 from arcforge.sandbox.rootfs_build import build_image
 from arcforge.types import Task, Validation
-from arcforge.world.pysource import SWE_TOOLS
+from arcforge.world.code.pysource import SWE_TOOLS
 
 TERMINAL_TOOLS = ["bash", "view_file", "edit_file"]
 PATH_MAP = (("/app", "/workspace"), ("/tests", "/grading/tests"), ("/logs", "/grading/logs"))

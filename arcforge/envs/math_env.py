@@ -9,24 +9,28 @@ math-verify equality). The reasoning block is never graded: only what the model 
 
 from __future__ import annotations
 
-from arcforge.envs.base import SingleTurnEnv
+from arcforge.envs.base import Env
 from arcforge.rewards.math import extract_answer, math_reward
 from arcforge.types import Reward, Task
 
 
-class MathEnv(SingleTurnEnv):
+class MathEnv(Env):
     """Single-turn math environment.
 
     Args:
         system_prompt: an optional system message put before the problem.
     """
 
+    single_turn = True
+
     def check(self, task: Task) -> None:
         if task.validation.answer is None:
             raise ValueError(f"task {task.id}: MathEnv needs validation.answer")
 
-    def score(self, reply: str | None, task: Task) -> Reward:
-        reference = str(task.validation.answer)
+    def verify(self) -> Reward:
+        if self.task is None:
+            raise RuntimeError("MathEnv.verify called before reset")
+        reply, reference = self.reply, str(self.task.validation.answer)
         if reply is None:  # the episode ended without a reply (length / context)
             return Reward(0.0, {"answer": None, "reference": reference})
         return Reward(

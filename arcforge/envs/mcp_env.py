@@ -8,7 +8,7 @@ transport and session, lists the tools, then serves `call_tool` requests from a 
 `close`. `tools()` gives arcforge `Tool`s (the server's `inputSchema` as the parameters, each
 bound to a call on the server) that any environment can offer.
 
-`MCPEnv` (task kind "mcp") is a `ToolTurnsEnv`: one server per episode (a stdio server is
+`MCPEnv` (task kind "mcp") is an `Env`: one server per episode (a stdio server is
 started by `reset` in a fresh temporary directory, `{episode_dir}` in its command, env or cwd,
 and stopped by `close`), the model calls the server's tools until it replies without a call.
 The server comes from `task.context["mcp"]` or, for every task, the `server=` option (a task's
@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from arcforge.envs.abe_env import answers_match, deploy_tools
-from arcforge.envs.base import StepResult, execute_call
-from arcforge.envs.tool_turns import ToolTurnsEnv
+from arcforge.envs.base import Env, execute_call
 from arcforge.rewards.math import extract_answer
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
@@ -297,7 +296,7 @@ def open_server(spec: dict[str, Any], episode_dir: str | None = None, **kw: Any)
     return McpClient(s.get("command"), s.get("url"), env or None, s.get("cwd"), **kw)
 
 
-class MCPEnv(ToolTurnsEnv):
+class MCPEnv(Env):
     """Tool use over a live MCP server (see the module docstring).
 
     Args:
@@ -314,19 +313,20 @@ class MCPEnv(ToolTurnsEnv):
         start_timeout: float = 60,
         call_timeout: float = 30,
     ) -> None:
-        self.server, self.system_prompt = server, system_prompt
+        super().__init__(system_prompt)
+        self.server = server
         self.start_timeout, self.call_timeout = start_timeout, call_timeout
-        self.tools: list[Tool] = []
         self.client: McpClient | None = None
         self.start_error: str | None = None
         self._dir: str | None = None
         self._calls: list[dict[str, Any]] = []
 
-    def reset(self, task: Task) -> list[Message]:
-        spec = task.context.get("mcp") or self.server
-        if not spec:
+    def check(self, task: Task) -> None:
+        if not (task.context.get("mcp") or self.server):
             raise ValueError(f"task {task.id}: MCPEnv needs context['mcp'] or server=")
-        self.close()
+
+    def start(self, task: Task) -> list[Message]:
+        spec = task.context.get("mcp") or self.server
         self._calls, self.start_error, self.tools = [], None, []
         self._dir = tempfile.mkdtemp(prefix="arcforge-mcp-")
         try:
@@ -336,28 +336,25 @@ class MCPEnv(ToolTurnsEnv):
             self.tools = list(self.client.tools(task.tools or None).values())
         except (McpError, ValueError) as err:
             self.start_error = str(err)
-        return self._begin(task)
+        return self.opening(task)
 
-    def step(self, message: Message) -> StepResult:
-        if self.start_error is None or not message.tool_calls:
-            return super().step(message)
-        obs = [
-            Message("tool", f"error: {self.start_error}", tool_call_id=c.id or None, name=c.name)
-            for c in message.tool_calls
-        ]
-        for call, o in zip(message.tool_calls, obs):
-            self._record(call, False, o)
-        return StepResult(obs, done=False)
+    def call_tool(self, call: ToolCall, tools: dict[str, Tool]) -> Message:
+        """The server's answer; every call gets the start error when the server never started."""
+        if self.start_error is None:
+            return super().call_tool(call, tools)
+        return Message(
+            "tool", f"error: {self.start_error}", tool_call_id=call.id or None, name=call.name
+        )
 
-    def _record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+    def record(self, call: ToolCall, valid: bool, observation: Message) -> None:
         self._calls.append(
             {"name": call.name, "valid": valid, "error": observation.content.startswith("error:")}
         )
 
     def verify(self) -> Reward:
-        if self._task is None:
+        if self.task is None:
             raise RuntimeError("MCPEnv.verify called before reset")
-        task = self._task
+        task = self.task
         details: dict[str, Any] = {
             "n_tool_calls": len(self._calls),
             "calls_valid": [c["valid"] for c in self._calls],
@@ -367,7 +364,7 @@ class MCPEnv(ToolTurnsEnv):
             details["error"] = self.start_error
         checks: list[bool] = []
         if task.validation.answer is not None:
-            answer = extract_answer(self._reply) if self._reply is not None else None
+            answer = extract_answer(self.reply) if self.reply is not None else None
             details["answer"] = answer
             checks.append(answers_match(answer, str(task.validation.answer)))
         state = []
@@ -393,6 +390,7 @@ class MCPEnv(ToolTurnsEnv):
         return execute_call(call, tools, max_chars=100_000).content
 
     def close(self) -> None:
+        super().close()
         if self.client is not None:
             self.client.close()
             self.client = None

@@ -1,10 +1,13 @@
 """Task kind -> environment: `make_env(task, world=None, **kw)` and `env_factory(world, **kw)`.
 
-One small factory per kind, in a dict (no if/elif chain). Each factory takes the task, the
-world (or None) and keyword options for the environment, and returns an Environment ready for
-`reset(task)`. The search corpus index is built once per world (or per corpus given) and
-shared by every SearchEnv made from it. The sandboxed kinds (tir, code, terminal, swe) are
-registered by their own modules' lines below.
+One small factory per kind, in a dict (`FACTORIES`, no if/elif chain). Each factory takes the
+task, the world (or None) and keyword options for the environment, and returns an Environment
+ready for `reset(task)`. The search corpus index is built once per world (or per corpus given)
+and shared by every SearchEnv made from it. The sandboxed kinds (tir, code, terminal, swe)
+import their modules on first use.
+
+An environment of your own: `register_env("sql", lambda task, world, **kw: SQLEnv(**kw))`
+before the run starts; tasks of kind "sql" then get it everywhere an environment is made.
 """
 
 from __future__ import annotations
@@ -158,8 +161,14 @@ FACTORIES: dict[str, EnvFactory] = {
 }
 
 
-def register(kind: str, factory: EnvFactory) -> None:
-    """Add or replace the factory of a task kind."""
+def register_env(kind: str, factory: EnvFactory) -> None:
+    """Add or replace the environment of a task kind.
+
+    Args:
+        kind: the `Task.kind` it serves.
+        factory: `(task, world, **options) -> Environment`, a fresh environment per call
+            (`world` may be None; options come from the caller, e.g. `env_factory`'s per kind).
+    """
     FACTORIES[kind] = factory
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import bm25s
 
-from arcforge.envs.base import StepResult, execute_calls
+from arcforge.envs.base import Env
 from arcforge.rewards.math import extract_answer
 from arcforge.types import Message, Reward, Task, Tool
 
@@ -180,7 +180,7 @@ def token_f1(pred: str, ref: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-class SearchEnv:
+class SearchEnv(Env):
     """Multi-turn search environment over a shared `SearchIndex`.
 
     Args:
@@ -199,12 +199,10 @@ class SearchEnv:
         snippet_chars: int = 120,
         system_prompt: str | None = SYSTEM_PROMPT,
     ) -> None:
+        super().__init__(system_prompt)
         self.index, self.top_k = index, top_k
         self.page_chars, self.snippet_chars = page_chars, snippet_chars
-        self.system_prompt = system_prompt
         self.tools = [Tool.from_function(f) for f in (self.search, self.open, self.answer)]
-        self._task: Task | None = None
-        self._answer: str | None = None
         self._counts: Counter[str] = Counter()
         self._hits: list[str] = []  # doc ids of the latest search's results, in order
 
@@ -262,39 +260,30 @@ class SearchEnv:
         Args:
             text: the answer only, e.g. "Paris".
         """
-        self._answer = str(text)
+        self.reply = str(text)  # ends the episode after this step
         return "answer recorded"
 
-    # ------------------------------------------------------------ protocol
+    # ------------------------------------------------------------ hooks
 
-    def reset(self, task: Task) -> list[Message]:
+    def check(self, task: Task) -> None:
         if task.validation.answer is None:
             raise ValueError(f"task {task.id}: SearchEnv needs validation.answer")
-        self._task, self._answer, self._counts, self._hits = task, None, Counter(), []
-        msgs = [Message("system", self.system_prompt)] if self.system_prompt else []
-        return msgs + [Message("user", task.instruction)]
 
-    def step(self, message: Message) -> StepResult:
-        if not message.tool_calls:  # a plain reply is the final answer
-            self._answer = message.content
-            return StepResult([], done=True)
-        obs = execute_calls(message, {t.name: t for t in self.tools})
-        return StepResult(obs, done=self._answer is not None)
+    def start(self, task: Task) -> list[Message]:
+        self._counts, self._hits = Counter(), []
+        return self.opening(task)
 
     def verify(self) -> Reward:
-        if self._task is None:
+        if self.task is None:
             raise RuntimeError("SearchEnv.verify called before reset")
-        ref = str(self._task.validation.answer)
-        pred = extract_answer(self._answer) if self._answer is not None else ""
+        ref = str(self.task.validation.answer)
+        pred = extract_answer(self.reply) if self.reply is not None else ""
         em = float(bool(pred) and normalize_answer(pred) == normalize_answer(ref))
         details = {
-            "answer": pred if self._answer is not None else None,
+            "answer": pred if self.reply is not None else None,
             "em": em,
             "f1": token_f1(pred, ref),
             "searches": self._counts["search"],
             "opens": self._counts["open"],
         }
         return Reward(em, details)
-
-    def close(self) -> None:
-        pass

@@ -9,19 +9,21 @@ made in a thread shares one Chromium.
 
 from __future__ import annotations
 
-from arcforge.envs.base import SingleTurnEnv
+from arcforge.envs.base import Env
 from arcforge.rewards.slides import deck_reward
 from arcforge.rewards.slides_render import SlideRenderer
 from arcforge.types import Reward, Task
 
 
-class SlidesEnv(SingleTurnEnv):
+class SlidesEnv(Env):
     """Single-turn slide-deck environment.
 
     Args:
         system_prompt: an optional system message put before the task.
         renderer: a SlideRenderer to share (default: one on this thread's shared browser).
     """
+
+    single_turn = True
 
     def __init__(
         self, system_prompt: str | None = None, renderer: SlideRenderer | None = None
@@ -37,7 +39,10 @@ class SlidesEnv(SingleTurnEnv):
                 f"outline, assets and design (missing: {missing or 'kind'})"
             )
 
-    def score(self, reply: str | None, task: Task) -> Reward:
+    def verify(self) -> Reward:
+        if self.task is None:
+            raise RuntimeError("SlidesEnv.verify called before reset")
+        reply, task = self.reply, self.task
         if not reply:
             return Reward(0.0, {"problems": ["no reply"]})
         if self.renderer is None:

@@ -43,14 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.base import SandboxToolEnv
+from arcforge.envs.base import Env
 from arcforge.envs.code_env import junit_key, run_pytest
 from arcforge.envs.swe_tools import function_tools
 from arcforge.envs.terminal_env import format_exec, open_task_sandbox, sandbox_tools
 from arcforge.sandbox import ExecResult, Limits
 from arcforge.types import Message, Reward, Task, Tool
-from arcforge.world.pysource import SWE_TOOLS
-from arcforge.world.repos import Repo
+from arcforge.world.code.pysource import SWE_TOOLS
+from arcforge.world.code.repos import Repo
 
 TEST_DIRS = {"tests", "test", "testing"}
 RUNNER_FILES = {
@@ -247,7 +247,7 @@ def strip_durations(text: str) -> str:
     return _DURATION.sub(r"\1\2", text)
 
 
-class SWEEnv(SandboxToolEnv):
+class SWEEnv(Env):
     """Repository-level bug fixing (world SWE tasks and imported SWE-bench instances).
 
     Args:
@@ -268,18 +268,20 @@ class SWEEnv(SandboxToolEnv):
         tool_timeout: float = 60,
         verify_timeout: float = 300,
     ):
-        super().__init__(backend, limits, tool_timeout, verify_timeout)
+        super().__init__()
+        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
         self.repos = {r.name: r for r in repos}
         self.snap: Snapshot | None = None
         self.tmp: Path | None = None
 
-    def reset(self, task: Task) -> list[Message]:
-        """Build the history-free base repo on the host and open a sandbox over a copy of it."""
+    def check(self, task: Task) -> None:
         reasons = task.metadata.get("unsupported") or []
         if reasons:
             raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
-        self.close()
-        self.task, self.final = task, ""
+
+    def start(self, task: Task) -> list[Message]:
+        """Build the history-free base repo on the host and open a sandbox over a copy of it."""
         self.tmp = Path(tempfile.mkdtemp(prefix="arcforge-swe-"))
         if "repo_path" in task.context:
             self.snap = clone_snapshot(task, self.tmp)
@@ -298,7 +300,7 @@ class SWEEnv(SandboxToolEnv):
         tools["run_tests"] = Tool.from_function(self._run_tests, name="run_tests")
         tools.update(function_tools(self.sb, self.tool_timeout, is_protected, task.instruction))
         self.tools = [tools[n] for n in offered_tools(task, self.tool_names)]
-        return [Message("user", task.instruction)]
+        return self.opening(task)
 
     def _run_tests(self, path: str = "") -> str:
         """Run the repository's tests with pytest (all, or one file / node id) and show results.

@@ -105,8 +105,8 @@ class RepoSWEEnv(SWEEnv):
         super().__init__((), backend=backend, limits=swe_limits(timeout), verify_timeout=timeout)
         self.repo_env = env
 
-    def reset(self, task: Task) -> list[Message]:
-        msgs = super().reset(task)
+    def start(self, task: Task) -> list[Message]:
+        msgs = super().start(task)
         assert self.sb is not None and self.tmp is not None
         self.sb.close()
         self.sb = open_env_sandbox(

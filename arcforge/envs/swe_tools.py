@@ -44,7 +44,7 @@ from collections.abc import Callable
 
 from arcforge.sandbox.types import Sandbox, SandboxError
 from arcforge.types import Tool
-from arcforge.world.pysource import Definition, definitions, matches_name, show_definition
+from arcforge.world.code.pysource import Definition, definitions, matches_name, show_definition
 
 # Runs in the sandbox (`python3 - [REPRO]`, this text on stdin): pytest with a plugin that
 # records, per test, the (file, qualified name) of every function called under the repository

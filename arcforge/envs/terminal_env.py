@@ -31,11 +31,10 @@ import dataclasses
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcforge.envs.base import SandboxToolEnv, StepResult
+from arcforge.envs.base import Env, StepResult
 from arcforge.sandbox import (
     ExecResult,
     Limits,
@@ -213,16 +212,7 @@ def sandbox_tools(sb: Sandbox, timeout: float) -> dict[str, Tool]:
     return {f.__name__: Tool.from_function(f) for f in fns}
 
 
-@dataclass
-class EpisodeState:
-    """What an episode accumulated: the final answer and the transcript of final scripts."""
-
-    final: str = ""
-    done: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class TerminalEnv(SandboxToolEnv):
+class TerminalEnv(Env):
     """Shell tasks (world terminal scenarios, Terminal-Bench, Harbor). One sandbox per episode.
 
     Args:
@@ -241,19 +231,19 @@ class TerminalEnv(SandboxToolEnv):
         tool_timeout: float = 20,
         verify_timeout: float = 120,
     ):
-        super().__init__(backend, limits, tool_timeout, verify_timeout)
+        super().__init__()
+        self.backend, self.limits = backend, limits or Limits(wall_time=verify_timeout)
+        self.tool_timeout, self.verify_timeout = tool_timeout, verify_timeout
+        self.init_info: dict[str, Any] = {}  # the init script's exit code and output
 
-    def _new_episode(self) -> None:
-        self.state = EpisodeState()
-
-    def reset(self, task: Task) -> list[Message]:
-        """Open a fresh sandbox, write the task's files, run its init script."""
+    def check(self, task: Task) -> None:
         reasons = task.metadata.get("unsupported") or []
         if reasons:
             raise ValueError(f"task {task.id} is unsupported here: {'; '.join(reasons)}")
-        self.close()
-        self.task = task
-        self._new_episode()
+
+    def start(self, task: Task) -> list[Message]:
+        """Open a fresh sandbox, write the task's files, run its init script."""
+        self.init_info = {}
         limits = self.limits
         if task.context.get("rootfs_image"):  # a container: the task's memory, else 4 GiB
             mem = max(limits.memory_mb, int(task.metadata.get("memory_mb") or CONTAINER_MEMORY_MB))
@@ -271,14 +261,14 @@ class TerminalEnv(SandboxToolEnv):
         init = task.context.get("init_script") or ""
         if init.strip():
             res = self.sb.exec(init, timeout=self.verify_timeout)
-            self.state.info["init"] = {"exit_code": res.exit_code, "output": format_exec(res)}
+            self.init_info["init"] = {"exit_code": res.exit_code, "output": format_exec(res)}
         tools = sandbox_tools(self.sb, self.tool_timeout)
         self.tools = [tools[n] for n in self.tool_names]
-        return [Message("user", task.instruction)]
+        return self.opening(task)
 
     def finish(self, message: Message) -> StepResult:
         """A message without tool calls ends the episode; its bash blocks run as scripts."""
-        self.state.final, self.state.done = message.content, True
+        self.reply = message.content
         outputs = [
             format_exec(self.run_script(b))
             for b in fenced_blocks(message.content, ("bash", "sh", "shell"))
@@ -315,7 +305,7 @@ class TerminalEnv(SandboxToolEnv):
             "exit_code": res.exit_code,
             "timed_out": res.timed_out,
             "output": format_exec(res)[-2000:],
-            **self.state.info,
+            **self.init_info,
         }
         if self.task.metadata.get("resource_notes"):
             details["resource_notes"] = self.task.metadata["resource_notes"]

@@ -10,7 +10,7 @@ do not), which keeps every call reproducible and bounded.
 
 from __future__ import annotations
 
-from arcforge.envs.base import SandboxToolEnv
+from arcforge.envs.base import Env
 from arcforge.envs.terminal_env import python_tool
 from arcforge.rewards.math import extract_answer, math_reward
 from arcforge.sandbox import Limits, open_sandbox
@@ -22,7 +22,7 @@ SYSTEM_HINT = (
 )
 
 
-class TIREnv(SandboxToolEnv):
+class TIREnv(Env):
     """Math with a sandboxed Python tool.
 
     Args:
@@ -34,12 +34,11 @@ class TIREnv(SandboxToolEnv):
     def __init__(
         self, backend: str = "bwrap", limits: Limits | None = None, tool_timeout: float = 10
     ):
-        limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
-        super().__init__(backend, limits, tool_timeout)
+        super().__init__()
+        self.backend, self.tool_timeout = backend, tool_timeout
+        self.limits = limits or Limits(wall_time=30, memory_mb=512, output_bytes=100_000)
 
-    def reset(self, task: Task) -> list[Message]:
-        self.close()
-        self.task, self.final = task, ""
+    def start(self, task: Task) -> list[Message]:
         self.sb = open_sandbox(self.backend, limits=self.limits)
         summary = "Run a Python 3 program and return its output (print the values you need)."
         self.tools = [python_tool(self.sb, self.tool_timeout, "python", summary)]
@@ -48,6 +47,6 @@ class TIREnv(SandboxToolEnv):
     def verify(self) -> Reward:
         if self.task is None:
             return Reward(0.0, {"error": "no episode"})
-        ref = self.task.validation.answer or ""
-        score = math_reward(self.final, ref) if self.final and ref else 0.0
-        return Reward(score, {"answer": extract_answer(self.final), "reference": ref})
+        ref, final = self.task.validation.answer or "", self.reply or ""
+        score = math_reward(final, ref) if final and ref else 0.0
+        return Reward(score, {"answer": extract_answer(final), "reference": ref})

@@ -20,12 +20,12 @@ calls. Evaluation keeps the default: suites report exact match.
 
 from __future__ import annotations
 
-from arcforge.envs.tool_turns import ToolTurnsEnv
+from arcforge.envs.base import Env
 from arcforge.rewards.math import exact_match, extract_answer
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
 
-class ToolEnv(ToolTurnsEnv):
+class ToolEnv(Env):
     """Tool-use environment over a fixed set of tools (e.g. `world.tools()`).
 
     Args:
@@ -40,23 +40,24 @@ class ToolEnv(ToolTurnsEnv):
             raise ValueError(
                 f"call_credit must be in [0, 1) (a right answer scores 1), got {call_credit}"
             )
-        self.all_tools, self.system_prompt, self.call_credit = tools, system_prompt, call_credit
-        self.tools: list[Tool] = []
+        super().__init__(system_prompt)
+        self.all_tools, self.call_credit = tools, call_credit
         self._calls: list[dict[str, object]] = []
 
-    def reset(self, task: Task) -> list[Message]:
+    def check(self, task: Task) -> None:
         if task.validation.answer is None:
             raise ValueError(f"task {task.id}: ToolEnv needs validation.answer")
-        names = task.tools or sorted(self.all_tools)
-        missing = [n for n in names if n not in self.all_tools]
+        missing = [n for n in task.tools if n not in self.all_tools]
         if missing:
             have = ", ".join(sorted(self.all_tools))
             raise ValueError(f"task {task.id} asks for tool(s) {missing}; this ToolEnv has {have}")
-        self.tools = [self.all_tools[n] for n in names]
-        self._calls = []
-        return self._begin(task)
 
-    def _record(self, call: ToolCall, valid: bool, observation: Message) -> None:
+    def start(self, task: Task) -> list[Message]:
+        self.tools = [self.all_tools[n] for n in task.tools or sorted(self.all_tools)]
+        self._calls = []
+        return self.opening(task)
+
+    def record(self, call: ToolCall, valid: bool, observation: Message) -> None:
         self._calls.append(
             {
                 "name": call.name,
@@ -67,12 +68,12 @@ class ToolEnv(ToolTurnsEnv):
         )
 
     def verify(self) -> Reward:
-        if self._task is None:
+        if self.task is None:
             raise RuntimeError("ToolEnv.verify called before reset")
-        ref = str(self._task.validation.answer)
-        score = exact_match(self._reply, ref) if self._reply is not None else 0.0
-        answer = extract_answer(self._reply) if self._reply is not None else None
-        plan = [_call_key(c["name"], c["arguments"]) for c in self._task.metadata.get("calls", [])]
+        ref = str(self.task.validation.answer)
+        score = exact_match(self.reply, ref) if self.reply is not None else 0.0
+        answer = extract_answer(self.reply) if self.reply is not None else None
+        plan = [_call_key(c["name"], c["arguments"]) for c in self.task.metadata.get("calls", [])]
         made = {c["key"] for c in self._calls}
         n_made = sum(k in made for k in plan)
         details = {

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from arcforge.device import model_device
+from arcforge.eval.evaluator import SuiteOutput
 
 TEMPLATES = [
     "Write one sentence about {a}. Mention the word '{a}'. The word: '{b}",
@@ -47,7 +48,7 @@ class CopyResult:
 
 def probe_names(world: Any, n_fresh: int = 300) -> tuple[list[str], list[str]]:
     """(the world's two-word KB names, fresh names from a name bank the world never used)."""
-    from arcforge.world.names import NameBank
+    from arcforge.world.knowledge.names import NameBank
 
     kb = [e.name for e in world.kb.entities if len(e.name.split()) == 2]
     bank = NameBank(random.Random(1000))
@@ -90,9 +91,7 @@ def summary(results: list[CopyResult]) -> dict[str, float]:
     }
 
 
-def suite_copy(ev: Any, cfg: Any) -> Any:
-    from arcforge.eval.suites import SuiteOutput
-
+def suite_copy(ev: Any, cfg: Any) -> SuiteOutput:
     n = cfg.n_for("copy")
     kb, fresh = probe_names(ev.world)
     items = copy_items(kb, n // 2, False, seed=cfg.seed) + copy_items(

@@ -2,10 +2,10 @@
 
 - backend   the world's held-out code tasks and repo (SWE) tasks, one greedy attempt each in
             their sandboxed environments (CodeEnv, SWEEnv); Pass@1 = every hidden test passed
-- chained   multi-step module building (`arcforge.world.chains`, ChainEnv): after each step
+- chained   multi-step module building (`arcforge.world.tasks.chains`, ChainEnv): after each step
             that step's tests and all earlier steps' tests run; 1 only if no step ever failed
 - explore   find the file implementing a described behaviour in a world repo with list/read
-            tools (`arcforge.world.explore`, ExploreEnv); scored on the files opened
+            tools (`arcforge.world.tasks.explore`, ExploreEnv); scored on the files opened
 
 Each suite runs episodes through the agent loop like the other environment suites; task counts
 come from `eval.n_for(<suite>)` (n_per_suite, else n). `expert_engine_for` scripts the oracle
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from arcforge.eval.evaluator import SuiteOutput
 from arcforge.types import Message, Task, ToolCall
 
 
-def _run(ev: Any, cfg: Any, suite: str, tasks: list[Task]):
+def _run(ev: Any, cfg: Any, suite: str, tasks: list[Task]) -> SuiteOutput:
     """Greedy agent episodes on `tasks` in their environments -> SuiteOutput (reward >= 1)."""
     from arcforge.envs.registry import env_factory
-    from arcforge.eval.suites import SuiteOutput
     from arcforge.rollout.agent import AgentConfig, run_episodes
 
     budget = int(getattr(ev.model.config, "max_position_embeddings", 2048))
@@ -60,13 +60,13 @@ def suite_backend(ev: Any, cfg: Any):
 
 
 def suite_chained(ev: Any, cfg: Any):
-    from arcforge.world.chains import chain_tasks
+    from arcforge.world.tasks.chains import chain_tasks
 
     return _run(ev, cfg, "chained", chain_tasks(ev.world.config.seed, cfg.n_for("chained")))
 
 
 def suite_explore(ev: Any, cfg: Any):
-    from arcforge.world.explore import explore_tasks
+    from arcforge.world.tasks.explore import explore_tasks
 
     tasks = explore_tasks(ev.world.repos, ev.world.config.seed, cfg.n_for("explore"))
     return _run(ev, cfg, "explore", tasks)
@@ -81,7 +81,7 @@ ENGINEERING_SUITES: dict[str, Callable] = {
 
 def expert_messages(task: Task) -> list[Message]:
     """The oracle's assistant messages for a code, swe, chain or explore task."""
-    from arcforge.world.demos import code_demo, swe_demo
+    from arcforge.world.text.demos import code_demo, swe_demo
 
     if task.kind == "code":
         return [m for m in code_demo(task) if m.role == "assistant"]

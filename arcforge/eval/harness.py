@@ -26,35 +26,10 @@ import torch
 
 from arcforge.config import EvalCfg
 from arcforge.errors import UserError
-from arcforge.eval.suites import SUITES, Evaluator
-from arcforge.model.checkpoint import load_model
-from arcforge.model.tokenizer import load_tokenizer
+from arcforge.eval.evaluator import load_evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.progress import progress
-from arcforge.rollout.engine import LocalEngine
 from arcforge.stats import summarize
-
-
-def load_engine(
-    ckpt: Path, max_batch: int = 64, precision: str = "fp32"
-) -> tuple[Any, Any, LocalEngine]:
-    """(model, tokenizer, LocalEngine) of a checkpoint directory; a UserError when it is not one."""
-    if not (ckpt / "config.json").exists():
-        raise UserError(f"{ckpt} is not a checkpoint directory (no config.json)")
-    model = load_model(ckpt).eval()
-    tok, _ = load_tokenizer(ckpt)
-    pad = tok.pad_token_id or 0
-    return (
-        model,
-        tok,
-        LocalEngine(model, pad_token_id=pad, max_batch=max_batch, precision=precision),
-    )
-
-
-def load_evaluator(
-    ckpt: Path, world: Any, batch_size: int = 64, precision: str = "fp32"
-) -> Evaluator:
-    model, tok, engine = load_engine(ckpt, batch_size, precision)
-    return Evaluator(model=model, tokenizer=tok, engine=engine, world=world)
 
 
 def is_external(name: str) -> bool:
@@ -171,7 +146,7 @@ def evaluate_checkpoint(
         for i, name in enumerate(names):
             t0 = time.time()
             if is_external(name):
-                from arcforge.eval.external.checkpoint import CheckpointResponder
+                from arcforge.eval.external.checkpoint_responder import CheckpointResponder
 
                 responder = CheckpointResponder.from_loaded(
                     ev.model, ev.tokenizer, ev.engine, cfg.max_new_tokens, cfg.seed

@@ -40,107 +40,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from arcforge.chat import ThinkingConfig, parse_assistant, render_ids, validate_call
-from arcforge.chat.formats import chat_format
-from arcforge.chat.parse import ParsedAssistant
-from arcforge.chat.tokens import END, EOS
+from arcforge.chat import validate_call
 from arcforge.config import EvalCfg
 from arcforge.data.packing import HELDOUT_SEQ_LEN
 from arcforge.device import model_device
 from arcforge.eval.copying import suite_copy
+from arcforge.eval.engineering import ENGINEERING_SUITES
+from arcforge.eval.evaluator import Evaluator, SuiteOutput, strip_end
+from arcforge.eval.swarm_suite import SWARM_SUITES
 from arcforge.rewards.math import exact_match, math_reward
-from arcforge.rollout.engine import LocalEngine, SamplingParams
 from arcforge.stats import LOWER_IS_BETTER  # noqa: F401  (re-exported)
-from arcforge.types import Message, Task
-from arcforge.world.demos import fixed_body
-
-
-@dataclass
-class SuiteOutput:
-    scores: list[float]
-    examples: list[dict[str, Any]] = field(default_factory=list)
-    outcomes: dict[str, int] | None = None  # agent suites: arcforge.eval.failures
-    by_hops: dict[str, list[int]] | None = None  # tool/search: hop count -> [solved, n]
-    clusters: list[str] | None = None  # items sharing a reference solution (`solution_clusters`)
-    episodes: list[dict[str, Any]] = field(default_factory=list)  # one record per episode
-
-
-@dataclass
-class Evaluator:
-    """A loaded checkpoint plus what suites need to query it."""
-
-    model: torch.nn.Module
-    tokenizer: Any
-    engine: LocalEngine
-    world: Any
-
-    def stop_ids(self) -> list[int]:
-        return chat_format(self.tokenizer).stop_ids()
-
-    def parse(self, text: str) -> ParsedAssistant:
-        """A reply's reasoning, content and tool calls, in the checkpoint's chat format."""
-        fmt = chat_format(self.tokenizer)
-        return parse_assistant(_strip_end(text)) if fmt.name == "arcforge" else fmt.parse(text)
-
-    def complete(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        sampling: tuple[float, float, int, int] | None = None,
-    ) -> list[str]:
-        """Greedy completions, or with `sampling` = (temperature, top_p, k, seed) k seeded
-        samples per prompt (prompt-major order)."""
-        temp, top_p, k, seed = sampling or (0.0, 1.0, 1, None)
-        params = SamplingParams(
-            max_new_tokens=max_new_tokens,
-            temperature=temp,
-            top_p=top_p,
-            n=k,
-            seed=seed,
-            stop_token_ids=self.stop_ids(),
-        )
-        outs = self.engine.generate([self.fit(p, max_new_tokens) for p in prompts], params)
-        return [self.tokenizer.decode(o.token_ids, skip_special_tokens=False) for o in outs]
-
-    def chat(
-        self,
-        tasks: list[Task],
-        max_new_tokens: int,
-        with_tools: bool = False,
-        thinking: bool = True,
-        sampling: tuple[float, float, int, int] | None = None,
-    ) -> list[str]:
-        """Assistant replies (raw text with think/tool_call tags) to each task: greedy, or k
-        per task with `sampling` (see `complete`)."""
-        tools = self.world.tools()
-        prompts = []
-        for t in tasks:
-            msgs = [Message(role="user", content=t.instruction, thinking=thinking)]
-            tl = [tools[n] for n in t.tools if n in tools] if with_tools else None
-            enc = render_ids(
-                msgs,
-                self.tokenizer,
-                tools=tl,
-                thinking=ThinkingConfig(),
-                add_generation_prompt=True,
-            )
-            prompts.append(enc.input_ids)
-        return self.complete(prompts, max_new_tokens, sampling)
-
-    def fit(self, ids: list[int], max_new_tokens: int) -> list[int]:
-        """Keep the last tokens that fit the model's context with room to answer."""
-        limit = int(getattr(self.model.config, "max_position_embeddings", 2048)) - max_new_tokens
-        return ids[-limit:]
-
-
-def _strip_end(text: str) -> str:
-    return text.replace(END, "").replace(EOS, "").strip()
+from arcforge.types import Task
+from arcforge.world.text.demos import fixed_body
 
 
 def suite_lm_loss(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
@@ -240,7 +155,7 @@ def suite_long_context(ev: Evaluator, cfg: EvalCfg) -> SuiteOutput:
     outs = ev.complete(prompts, 12)
     scores, ex = [], []
     for i, (t, o) in enumerate(zip(tasks, outs)):
-        pred = _strip_end(o).splitlines()[0].strip() if _strip_end(o) else ""
+        pred = strip_end(o).splitlines()[0].strip() if strip_end(o) else ""
         s = exact_match("Answer: " + pred, t.validation.answer or "")
         scores.append(s)
         if len(ex) < 3:
@@ -400,22 +315,6 @@ SUITES: dict[str, Callable[[Evaluator, EvalCfg], SuiteOutput]] = {
     "general": _general_suite("general", ("format", "required", "forbidden", "json")),
     "general_loose": _general_suite("general_loose", ("format",)),
     "copy": suite_copy,
+    **ENGINEERING_SUITES,
+    **SWARM_SUITES,
 }
-
-
-def _add_engineering_suites() -> None:
-    from arcforge.eval.engineering import ENGINEERING_SUITES
-
-    SUITES.update(ENGINEERING_SUITES)
-
-
-_add_engineering_suites()
-
-
-def _add_swarm_suites() -> None:
-    from arcforge.eval.swarm import SWARM_SUITES
-
-    SUITES.update(SWARM_SUITES)
-
-
-_add_swarm_suites()

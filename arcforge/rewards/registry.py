@@ -9,6 +9,9 @@ content (reasoning stripped by the caller; tool calls are environments' business
     exact               normalized exact match of the final answer
     reasoning_gym       the reasoning_gym dataset's own scorer on the final answer
     slides              the HTML deck rendered in Chromium: static, runtime, visual levels
+
+A reward of your own: `register_reward("sql", sql_reward)` before the run starts; tasks of kind
+"sql" (or with `metadata["scorer"] = "sql"`) are then scored by `sql_reward(reply, task)`.
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ REWARDS: dict[str, RewardFn] = {
     "reasoning_gym": _reasoning_gym,
     "slides": _slides,
 }
+
+
+def register_reward(name: str, fn: RewardFn) -> None:
+    """Add or replace the reward function of a task kind or `metadata["scorer"]` name.
+
+    Args:
+        name: the kind or scorer name it serves.
+        fn: `(reply, task) -> Reward`; `reply` is the assistant's visible content.
+    """
+    REWARDS[name] = fn
 
 
 def reward_fn_for(task: Task) -> RewardFn:

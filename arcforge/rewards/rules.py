@@ -12,7 +12,7 @@ clear, explainable checks. They come in two kinds:
         json       when the task asks for JSON (a `json_keys` constraint or metadata
                    format="json"), the reply is one valid JSON value
     score  the fraction of the task's constraints satisfied (length limits, case, commas, exact
-           JSON keys, ...), computed by `arcforge.world.chat.check_constraints`
+           JSON keys, ...), computed by `arcforge.world.tasks.constrained_chat.check_constraints`
 
 `rule_reward` = 0 when a gate fails, else the constraint fraction (1.0 for a task without
 constraints). Pure functions of the text; no model.
@@ -33,7 +33,7 @@ from typing import Any
 
 from arcforge.chat.validate import validate_call
 from arcforge.types import Reward, Task, Tool, ToolCall
-from arcforge.world.chat import check_constraints
+from arcforge.world.tasks.constrained_chat import check_constraints
 
 GATES = ("format", "required", "forbidden", "json")
 BOILERPLATE = (

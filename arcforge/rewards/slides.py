@@ -23,7 +23,7 @@ from arcforge.rewards.slides_render import DeckRender, SlideRender, SlideRendere
 from arcforge.rewards.slides_static import StaticReport, extract_html, static_check
 from arcforge.rewards.slides_visual import whitespace
 from arcforge.types import Reward, Task
-from arcforge.world.slides import DesignRules
+from arcforge.world.tasks.slide_decks import DesignRules
 
 LEVEL_WEIGHTS = {"static": 0.3, "runtime": 0.4, "visual": 0.3}
 SIZE_PENALTY, CLIP_PENALTY, SPACING_PENALTY, SMALL_PENALTY = 0.3, 0.6, 0.15, 0.1

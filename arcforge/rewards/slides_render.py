@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from arcforge.browser import Browser, run_in_browser
-from arcforge.world.slides import DesignRules
+from arcforge.world.tasks.slide_decks import DesignRules
 
 ORIGIN = "http://slides.arcforge.invalid"
 MAX_SLIDES = 40  # a deck longer than this is cut before the screenshot

@@ -23,7 +23,7 @@ import html5lib
 import tinycss2
 import tinycss2.color3
 
-from arcforge.world.slides import DesignRules
+from arcforge.world.tasks.slide_decks import DesignRules
 
 COLOR_PROPS = re.compile(
     r"^(color|background(-color)?|border(-(top|right|bottom|left))?(-color)?"

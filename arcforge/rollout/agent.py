@@ -67,7 +67,8 @@ from arcforge.chat.template import (
 from arcforge.chat.tokens import END, ROLE_TOKENS
 from arcforge.envs.base import Environment
 from arcforge.rollout.context import ContextConfig, compact
-from arcforge.rollout.engine import Completion, Engine, SamplingParams
+from arcforge.rollout.engines.base import Completion, Engine, SamplingParams
+from arcforge.rollout.prompts import stop_token_ids
 from arcforge.types import Message, Reward, Segment, Task, Tool, Trajectory
 
 _ENV_KINDS = frozenset({"system", "tools", "user", "observation"})
@@ -324,17 +325,11 @@ def _trajectory(ep: _Episode) -> Trajectory:
     )
 
 
-def stop_ids(tokenizer: Any) -> list[int]:
-    """The ids generation stops at, in the tokenizer's chat format (arcforge's: <|end|> and
-    <|endoftext|>)."""
-    return chat_format(tokenizer).stop_ids()
-
-
 def _run(
     engine: Engine, tok: Any, pairs: list[tuple[Task, Environment]], cfg: AgentConfig
 ) -> list[Trajectory]:
     eps = [_start(task, env, tok, cfg, engine.version) for task, env in pairs]
-    stops = stop_ids(tok)
+    stops = stop_token_ids(tok)
     step = 0
     while True:
         for ep in eps:

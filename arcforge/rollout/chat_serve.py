@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from arcforge.chat import ThinkingConfig, parse_assistant, render_ids
 from arcforge.chat.formats import ChatFormat, NativeFormat, chat_format
-from arcforge.rollout.engine import SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
 from arcforge.types import Message, Tool
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from arcforge.rollout.engine import Completion, Engine, SamplingParams
+from arcforge.rollout.engines.base import Completion, Engine, SamplingParams
 
 
 class WeightSyncTimeout(TimeoutError):

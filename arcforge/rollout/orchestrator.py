@@ -90,6 +90,55 @@ class Mixture:
 
 
 @dataclass(frozen=True)
+class OrchestratorSettings:
+    """How the orchestrator batches, admits and retries jobs (see the module docstring).
+
+    Args:
+        mixture: target share per pool (pools absent from it are not dispatched).
+        groups_per_batch: groups in each delivered batch.
+        group_size: episodes per job (a GRPO group); every delivered `GroupBatch` carries it.
+        tau: the largest allowed version - start_version of a delivered group.
+        sync_every: trainer steps (batches) per weight version.
+        max_retries: retries of a failed job before it is recorded as failed.
+        seed: the task streams' seed.
+        max_pool_failures: jobs of one pool that may fail for good in a row (no group of that
+            pool delivered in between) before `next_batch` gives up with `PoolFailing`: an
+            environment that fails every episode (a tool missing on this machine, a broken
+            service) would otherwise starve the mixture until `batch_timeout`.
+        max_refill_tries: dynamic sampling (see the module docstring); 0 keeps every group.
+    """
+
+    mixture: Mixture
+    groups_per_batch: int
+    group_size: int = 1
+    tau: int = 0
+    sync_every: int = 1
+    max_retries: int = 2
+    seed: int = 0
+    max_pool_failures: int = 8
+    max_refill_tries: int = 0
+
+    def __post_init__(self) -> None:
+        if (
+            self.tau < 0
+            or self.sync_every < 1
+            or self.group_size < 1
+            or self.max_retries < 0
+            or self.max_pool_failures < 1
+        ):
+            raise ConfigError(
+                "need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
+                "max_pool_failures >= 1"
+            )
+        if self.max_refill_tries < 0 or (self.max_refill_tries and self.group_size < 2):
+            raise ConfigError(
+                f"max_refill_tries {self.max_refill_tries}: needs >= 0, and groups of "
+                f"at least 2 episodes to tell a uniform group (group_size "
+                f"{self.group_size})"
+            )
+
+
+@dataclass(frozen=True)
 class Lease:
     """What a worker gets: run `group_size` episodes of `task` on `service`."""
 
@@ -130,12 +179,22 @@ class Group:
 
 
 @dataclass
-class Batch:
-    """What the trainer gets: the groups (quota per pool), the version they were judged at."""
+class GroupBatch:
+    """What the trainer gets: the groups (quota per pool), the version they were judged at, and
+    the episodes per group, which every group holds (checked here: the trainer's advantages
+    read the trajectories `group_size` at a time)."""
 
     groups: list[Group]
     version: int
+    group_size: int
     dropped_stale: int = 0  # groups dropped as over-stale while this batch was assembled
+
+    def __post_init__(self) -> None:
+        sizes = sorted({len(g.trajectories) for g in self.groups} - {self.group_size})
+        if sizes:
+            raise ValueError(
+                f"a batch of group_size {self.group_size} holds groups of {sizes} episodes"
+            )
 
     @property
     def trajectories(self) -> list[Trajectory]:
@@ -170,55 +229,19 @@ class Orchestrator:
 
     Args:
         pools: pool name -> its tasks (each pool's stream is a seeded permutation per epoch).
-        mixture: target share per pool (pools absent from it are not dispatched).
-        groups_per_batch: groups in each delivered batch.
-        group_size: episodes per job (a GRPO group).
-        tau: the largest allowed version - start_version of a delivered group.
-        sync_every: trainer steps (batches) per weight version.
-        max_retries: retries of a failed job before it is recorded as failed.
-        seed: the task streams' seed.
-        max_pool_failures: jobs of one pool that may fail for good in a row (no group of that
-            pool delivered in between) before `next_batch` gives up with `PoolFailing`: an
-            environment that fails every episode (a tool missing on this machine, a broken
-            service) would otherwise starve the mixture until `batch_timeout`.
-        max_refill_tries: dynamic sampling (see the module docstring); 0 keeps every group.
+        settings: the mixture, batch and group sizes, staleness, retries and refills.
     """
 
-    def __init__(
-        self,
-        pools: dict[str, list[Task]],
-        mixture: Mixture,
-        groups_per_batch: int,
-        group_size: int = 1,
-        tau: int = 0,
-        sync_every: int = 1,
-        max_retries: int = 2,
-        seed: int = 0,
-        max_pool_failures: int = 8,
-        max_refill_tries: int = 0,
-    ) -> None:
-        self.quotas = mixture.quotas(groups_per_batch)
+    def __init__(self, pools: dict[str, list[Task]], settings: OrchestratorSettings) -> None:
+        self.quotas = settings.mixture.quotas(settings.groups_per_batch)
         missing = sorted(k for k in self.quotas if not pools.get(k))
         if missing:
             raise ConfigError(f"the mixture names pool(s) {missing} with no tasks")
-        if tau < 0 or sync_every < 1 or group_size < 1 or max_retries < 0 or max_pool_failures < 1:
-            raise ConfigError(
-                "need tau >= 0, sync_every >= 1, group_size >= 1, max_retries >= 0, "
-                "max_pool_failures >= 1"
-            )
-        if max_refill_tries < 0 or (max_refill_tries and group_size < 2):
-            raise ConfigError(
-                f"max_refill_tries {max_refill_tries}: needs >= 0, and groups of "
-                f"at least 2 episodes to tell a uniform group (group_size "
-                f"{group_size})"
-            )
-        self.max_refill_tries = max_refill_tries
+        self.pools, self.settings = pools, settings
+        self.group_size = settings.group_size
         self._uniform_streak = {k: 0 for k in self.quotas}  # uniform groups dropped in a row
         self.uniform_by_pool = {k: 0 for k in self.quotas}
-        self.max_pool_failures = max_pool_failures
         self._streak = {k: 0 for k in self.quotas}  # failed-for-good jobs in a row per pool
-        self.pools, self.groups_per_batch, self.group_size = pools, groups_per_batch, group_size
-        self.tau, self.sync_every, self.max_retries, self.seed = tau, sync_every, max_retries, seed
         self.services: list[EnvService] = []
         self._cv = threading.Condition()
         self._used: dict[str, int] = {}
@@ -311,10 +334,10 @@ class Orchestrator:
 
     def _drop_uniform(self, pool: str, trajectories: list[Trajectory]) -> bool:
         """Dynamic sampling: whether to drop this group (all rewards equal, streak allows)."""
-        if not self.max_refill_tries or len({t.reward for t in trajectories}) > 1:
+        if not self.settings.max_refill_tries or len({t.reward for t in trajectories}) > 1:
             self._uniform_streak[pool] = 0
             return False
-        if self._uniform_streak[pool] >= self.max_refill_tries:
+        if self._uniform_streak[pool] >= self.settings.max_refill_tries:
             self._uniform_streak[pool] = 0  # kept: the pool gives no signal at the moment
             return False
         self._uniform_streak[pool] += 1
@@ -329,7 +352,7 @@ class Orchestrator:
                 return
             job.failed_on.append(lease.service.name)
             job.errors.append(reason)
-            if job.attempt >= self.max_retries:
+            if job.attempt >= self.settings.max_retries:
                 self._streak[job.pool] = self._streak.get(job.pool, 0) + 1
                 self.counts["failed"] += 1
                 self.failed.append(
@@ -362,7 +385,8 @@ class Orchestrator:
         return sum(g.pool == pool for g in self._buffer) + sum(j.pool == pool for j in jobs)
 
     def _room(self, pool: str) -> bool:
-        cap = self.quotas[pool] * ((self.version + self.tau + 1) * self.sync_every - self.batches)
+        tau, sync_every = self.settings.tau, self.settings.sync_every
+        cap = self.quotas[pool] * ((self.version + tau + 1) * sync_every - self.batches)
         return self._live(pool) < cap
 
     def _service(self, kind: str, avoid: list[str]) -> EnvService | None:
@@ -388,7 +412,8 @@ class Orchestrator:
         if key not in self._perm:
             self._perm = {k: v for k, v in self._perm.items() if k[0] != pool}
             order = list(range(len(tasks)))
-            Random(self.seed * 1_000_003 + epoch * 7919 + zlib.crc32(pool.encode())).shuffle(order)
+            seed = self.settings.seed * 1_000_003 + epoch * 7919 + zlib.crc32(pool.encode())
+            Random(seed).shuffle(order)
             self._perm[key] = order
         return tasks[self._perm[key][j]]
 
@@ -401,7 +426,7 @@ class Orchestrator:
         order = sorted(self.quotas, key=lambda k: self._live(k) / self.quotas[k])
         for pool in order:
             # a broken pool takes no new jobs: next_batch is about to raise PoolFailing
-            if not self._room(pool) or self._streak[pool] >= self.max_pool_failures:
+            if not self._room(pool) or self._streak[pool] >= self.settings.max_pool_failures:
                 continue
             task = self._peek(pool)
             svc = self._service(task.kind, [])
@@ -420,7 +445,7 @@ class Orchestrator:
             self._cv.notify_all()
 
     def _drop_stale(self) -> int:
-        stale = [g for g in self._buffer if self.version - g.start_version > self.tau]
+        stale = [g for g in self._buffer if self.version - g.start_version > self.settings.tau]
         if stale:
             self._buffer = [g for g in self._buffer if g not in stale]
             self.counts["dropped_stale"] += len(stale)
@@ -436,7 +461,7 @@ class Orchestrator:
         with self._cv:
             return {k: sum(g.pool == k for g in self._buffer) for k in self.quotas}
 
-    def next_batch(self, timeout: float | None = None) -> Batch:
+    def next_batch(self, timeout: float | None = None) -> GroupBatch:
         """Block until every pool has its quota of fresh groups; oldest groups go first.
 
         Raises:
@@ -452,11 +477,12 @@ class Orchestrator:
                 have = {k: self._oldest_first(k) for k in self.quotas}
                 if all(len(have[k]) >= q for k, q in self.quotas.items()):
                     groups = [g for k, q in self.quotas.items() for g in have[k][:q]]
+                    batch = GroupBatch(groups, self.version, self.group_size, dropped)
                     taken = {id(g) for g in groups}
                     self._buffer = [g for g in self._buffer if id(g) not in taken]
                     self.batches += 1
                     self._cv.notify_all()
-                    return Batch(groups, self.version, dropped)
+                    return batch
                 if self._closed:
                     raise OrchestratorClosed("the orchestrator was closed")
                 left = None if deadline is None else deadline - time.monotonic()
@@ -470,7 +496,7 @@ class Orchestrator:
                 self._cv.wait(left)
 
     def _check_streaks(self) -> None:
-        broken = [k for k, n in self._streak.items() if n >= self.max_pool_failures]
+        broken = [k for k, n in self._streak.items() if n >= self.settings.max_pool_failures]
         if not broken:
             return
         pool = broken[0]
@@ -478,7 +504,8 @@ class Orchestrator:
         errors = last.get("errors") or ["?"]
         raise PoolFailing(
             f"environment pool {pool!r}: {self._streak[pool]} jobs in a row failed on every "
-            f"attempt ({self.max_retries + 1} each), none delivered; last error: {errors[-1]}"
+            f"attempt ({self.settings.max_retries + 1} each), none delivered; "
+            f"last error: {errors[-1]}"
         )
 
     def close(self) -> None:
@@ -526,7 +553,7 @@ class Orchestrator:
             self.cursor.update({k: int(v) for k, v in state["cursor"].items()})
             self.counts.update(state["counts"])
             self.failed = list(state["failed"])
-            self._uniform_streak.update(state.get("uniform_streak", {}))  # absent before refills
+            self._uniform_streak.update(state.get("uniform_streak", {}))  # optional in a state
             self.uniform_by_pool.update(state.get("uniform_by_pool", {}))
             self._buffer = [Group.from_dict(g) for g in state["buffer"]]
             self._inflight.clear()

@@ -12,7 +12,7 @@
   original line), so scripted experts act in the real environments and their episodes are real
   (SFT data, arcforge.synth.episodes). Each kind's expert looks before it acts (runs a check,
   lists or reads the relevant files, views the buggy module) and thinks before every step, the
-  way the template demos of arcforge.world.demos do. Scripts are written up front: an expert
+  way the template demos of arcforge.world.text.demos do. Scripts are written up front: an expert
   never reads its observations, so an episode is kept only when verify() says it worked.
 - `GarbageEngine` emits junk: random token ids (special tokens included), random bytes,
   truncated `<tool_call>{` JSON, well-formed calls to unknown tools or with wrong argument
@@ -34,10 +34,10 @@ from typing import Any
 from arcforge.chat.encoding import encode_spans
 from arcforge.chat.template import EMPTY_THINK, assistant_spans
 from arcforge.chat.tokens import ASSISTANT, END, USER
-from arcforge.rollout.engine import Completion, SamplingParams
+from arcforge.rollout.engines.base import Completion, SamplingParams
 from arcforge.types import Message, Task, ToolCall
-from arcforge.world.demos import fix_code
-from arcforge.world.mathgen import tir_program
+from arcforge.world.tasks.mathgen import tir_program
+from arcforge.world.text.demos import fix_code
 
 
 def _finish(ids: list[int], params: SamplingParams) -> Completion:

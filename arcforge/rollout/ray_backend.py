@@ -81,7 +81,7 @@ class RolloutActor:
         threads: int = 1,
         pool_cfgs: dict[str, AgentConfig] | None = None,
     ) -> None:
-        from arcforge.rollout.engine import LocalEngine
+        from arcforge.rollout.engines.local import LocalEngine
 
         torch.set_num_threads(threads)
         engine = LocalEngine(model, pad_token_id=pad_token_id, precision=precision)

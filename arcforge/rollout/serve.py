@@ -36,7 +36,8 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
 from arcforge.rollout.chat_serve import SamplingRequest, add_chat_route
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 
 
 class CompletionRequest(SamplingRequest):

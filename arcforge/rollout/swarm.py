@@ -53,7 +53,7 @@ from arcforge.rewards.swarm import (
     split_list,
 )
 from arcforge.rollout.agent import AgentConfig, run_episode, run_episodes
-from arcforge.rollout.engine import Engine
+from arcforge.rollout.engines.base import Engine
 from arcforge.rollout.gateway import EngineGateway
 from arcforge.types import Message, Reward, Task, Tool, ToolCall, Trajectory, Validation
 

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.engine import Engine
+from arcforge.rollout.engines.base import Engine
 from arcforge.rollout.gateway import EngineGateway, push_weights
 from arcforge.rollout.orchestrator import Lease, Orchestrator
 from arcforge.types import Trajectory

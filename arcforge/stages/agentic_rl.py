@@ -15,35 +15,38 @@ backend "ray", one EnvHost actor per kind.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from arcforge.config import RolloutISStageCfg, SourceCfg, Strict
-from arcforge.data.sources import load_records
+from arcforge.data.sources import Record, load_records
 from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
+from arcforge.metrics import read_rows
 from arcforge.model.checkpoint import load_model
 from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.envservice import EnvServiceError, http_service, local_service
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
 from arcforge.rollout.swarm import SwarmCfg, swarm_env_maker
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.stages.common import (
-    RunContext,
     first_and_last_fifth,
     model_for_stage,
     rollout_engine,
     row_mean,
 )
+from arcforge.stages.context import RunContext
 from arcforge.stages.distill import teacher_dir
 from arcforge.stages.rl import in_band
+from arcforge.stages.world_source import run_records
 from arcforge.train.async_rl import kept_probe, train_async_rl
-from arcforge.train.loop import read_rows
 from arcforge.train.lora import plain_model, save_stage_model
 from arcforge.types import Task
 
@@ -59,8 +62,8 @@ class AgenticSourceCfg(SourceCfg):
     """A task source of agentic RL: SourceCfg plus the sampling temperature of its episodes."""
 
     # None: the stage's `temperature`. A tiny model's tool-call format breaks down at T 1.0 on
-    # some kinds (terminal: 62% parse errors at T 1.0, 23% at T 0.5) while others
-    # learn best at T 1.0, so a pool may sample at its own temperature. A source whose
+    # some kinds (terminal; docs/experiments.md, "Agentic RL: sampling temperature") while
+    # others learn best at T 1.0, so a pool may sample at its own temperature. A source whose
     # temperature differs from its kind's pool gets a pool of its own (pool_settings).
     temperature: float | None = Field(None, gt=0)
 
@@ -118,7 +121,7 @@ class AgenticRLStageCfg(RolloutISStageCfg):
     top_p: float = Field(1.0, gt=0, le=1)
     # engine and trainer logprobs under logits / temperature: the policy gradient of the
     # tempered policy the episodes were sampled from (False: of the T=1 policy; see
-    # arcforge.rollout.engine's header); LocalEngine only
+    # arcforge.rollout.engines.base's header); LocalEngine only
     tempered_logprobs: bool = False
     # > 0: the stage ends on (and probes) a Polyak average of its weights with this decay, not
     # the last iterate (see WeightEMA); 0: the online weights
@@ -152,10 +155,10 @@ class AgenticRLStageCfg(RolloutISStageCfg):
 
 
 def pool_settings(
-    stage: AgenticRLStageCfg,
+    stage: AgenticRLStageCfg, load: Callable[[str], list[Record]] = load_records
 ) -> tuple[dict[str, list[Task]], dict[str, float], dict[str, float]]:
     """Tasks, mixture weight and sampling temperature of each pool, from the stage's sources
-    (a source without a temperature samples at the stage's).
+    read with `load` (a source without a temperature samples at the stage's).
 
     Sources of one task kind share a pool (a source of several kinds is a pool named after
     it). A source whose temperature differs from the pool its kind already has gets a pool of
@@ -165,7 +168,7 @@ def pool_settings(
     weights: Counter[str] = Counter()
     temps: dict[str, float] = {}
     for s in stage.sources:
-        records = [r for r in load_records(s.source) if r.task is not None]
+        records = [r for r in load(s.source) if r.task is not None]
         cut = s.difficulty or stage.difficulty
         tasks = [r.task for r in records if in_band(r, cut)]
         if not tasks:
@@ -264,21 +267,21 @@ def run_agentic_rl_stage(ctx: RunContext, stage: AgenticRLStageCfg, out: Path) -
             f"stage {stage.name!r}: context_budget {stage.context_budget} exceeds the "
             f"model's max_position_embeddings {n_pos}"
         )
-    pools, weights, temps = pool_settings(stage)
+    pools, weights, temps = pool_settings(stage, partial(run_records, ctx))
     # pools sampled at their own temperature get their own agent config (the rest: the stage's)
     pool_cfgs = {p: stage.agent(t) for p, t in temps.items() if t != stage.temperature}
-    orch = Orchestrator(
-        pools,
-        Mixture(weights, stage.mixture_tolerance),
-        stage.groups_per_step,
-        stage.group_size,
-        stage.tau,
-        stage.sync_every,
-        stage.max_retries,
-        stage.seed,
-        stage.max_pool_failures,
-        stage.max_refill_tries,
+    settings = OrchestratorSettings(
+        mixture=Mixture(weights, stage.mixture_tolerance),
+        groups_per_batch=stage.groups_per_step,
+        group_size=stage.group_size,
+        tau=stage.tau,
+        sync_every=stage.sync_every,
+        max_retries=stage.max_retries,
+        seed=stage.seed,
+        max_pool_failures=stage.max_pool_failures,
+        max_refill_tries=stage.max_refill_tries,
     )
+    orch = Orchestrator(pools, settings)
     pad = tok.pad_token_id or 0
     with ExitStack() as stack:  # the rollout engine and the swarm's subagents are closed last
         if stage.backend == "ray":

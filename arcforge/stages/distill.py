@@ -13,6 +13,7 @@ Math and chat prompts are one user turn.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -24,18 +25,19 @@ from arcforge.envs.registry import FACTORIES, env_factory
 from arcforge.errors import UserError
 from arcforge.model.checkpoint import load_model
 from arcforge.rollout.agent import AgentConfig, first_prompt_ids
+from arcforge.rollout.prompts import RLPrompt, prompt_from_record
 from arcforge.stages.common import (
-    RunContext,
     first_and_last_fifth,
     model_for_stage,
     rollout_engine,
     row_mean,
     trainer_options,
 )
+from arcforge.stages.context import RunContext
 from arcforge.stages.rl import load_prompt_records
+from arcforge.stages.world_source import run_records
 from arcforge.train.distill import Teacher, train_distill
 from arcforge.train.lora import save_stage_model
-from arcforge.train.rl import RLPrompt, prompt_from_record
 
 
 class TeacherCfg(Strict):
@@ -96,11 +98,11 @@ def teacher_prompts(records: list[Record], tokenizer, thinking: bool, world) -> 
 
 def run_distill_stage(ctx: RunContext, stage: DistillStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
-    ctx.world  # noqa: B018  (registers the world: resolver)
     student = model_for_stage(ctx, stage)
     teachers = []
     for i, t in enumerate(stage.teachers):
-        recs = load_prompt_records(t.sources, stage.seed + i, stage.name)
+        load = partial(run_records, ctx)
+        recs = load_prompt_records(t.sources, stage.seed + i, stage.name, load=load)
         teachers.append(
             Teacher(
                 load_model(teacher_dir(ctx, t.checkpoint)),

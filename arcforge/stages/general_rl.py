@@ -13,23 +13,29 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from arcforge.config import SourceCfg, Strict
+from arcforge.data.sources import Record
+from arcforge.metrics import read_rows
 from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rewards.hybrid import HybridCfg, HybridReward
 from arcforge.rewards.orm import RewardModel
+from arcforge.rollout.prompts import prompt_from_record
 from arcforge.stages.common import (
-    RunContext,
     grpo_summary,
     model_for_stage,
     rollout_engine,
     trainer_options,
 )
+from arcforge.stages.context import RunContext
 from arcforge.stages.rl import RLStageCfg, load_prompt_records
+from arcforge.stages.world_source import run_records
 from arcforge.train.general_rl import (
     AnchorEngine,
     anchor_prompts,
@@ -37,15 +43,15 @@ from arcforge.train.general_rl import (
     hybrid_scorer,
     mix_anchors,
 )
-from arcforge.train.loop import find_state, read_rows
 from arcforge.train.lora import plain_model, save_stage_model
+from arcforge.train.resume import find_state
 from arcforge.train.reward_model import (
     RewardModelCfg,
     load_pairs,
     pairs_from_records,
     train_reward_model,
 )
-from arcforge.train.rl import prompt_from_record, train_rl
+from arcforge.train.rl import train_rl
 
 
 class OrmCfg(Strict):
@@ -89,8 +95,15 @@ class GeneralRLStageCfg(RLStageCfg):
     anchors: AnchorCfg = AnchorCfg()
 
 
-def stage_orm(stage: GeneralRLStageCfg, policy, tokenizer, out: Path) -> RewardModel | None:
-    """The stage's ORM: loaded from orm.path or out/orm, else trained from the policy's weights."""
+def stage_orm(
+    stage: GeneralRLStageCfg,
+    policy,
+    tokenizer,
+    out: Path,
+    load: Callable[[str], list[Record]],
+) -> RewardModel | None:
+    """The stage's ORM: loaded from orm.path or out/orm, else trained from the policy's weights
+    on the pairs of its sources (read with `load`)."""
     if stage.orm is None:
         return None
     if stage.orm.path:
@@ -99,11 +112,9 @@ def stage_orm(stage: GeneralRLStageCfg, policy, tokenizer, out: Path) -> RewardM
         return RewardModel.load(out / "orm")
     if stage.orm.train is None:
         return None
-    from arcforge.data.sources import load_records
-
     cfg = stage.orm.train
-    pairs = load_pairs(cfg.sources)
-    held = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
+    pairs = load_pairs(cfg.sources, load)
+    held = pairs_from_records(load(cfg.heldout), cfg.heldout) if cfg.heldout else []
     rm = RewardModel(copy.deepcopy(policy), tokenizer, cfg.max_len, seed=cfg.seed)
     train_reward_model(rm, pairs, cfg, out / "orm", held, desc=f"orm {stage.name}")
     rm.save(out / "orm")
@@ -155,11 +166,11 @@ def _sum_log(path: Path) -> Counter:
 
 def run_general_rl_stage(ctx: RunContext, stage: GeneralRLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
-    ctx.world  # noqa: B018  (registers the world: resolver)
     model = model_for_stage(ctx, stage)
-    orm = stage_orm(stage, plain_model(model), tok, out)  # a full-weight copy, without LoRA
+    load = partial(run_records, ctx)
+    orm = stage_orm(stage, plain_model(model), tok, out, load)  # a full-weight copy, no LoRA
     hybrid = HybridReward(stage.reward, orm, stage_grm(stage))
-    records = load_prompt_records(stage.sources, stage.seed, stage.name)
+    records = load_prompt_records(stage.sources, stage.seed, stage.name, load=load)
     tools = ctx.world.tools()  # prompts of tasks that name tools offer them (the tool route)
     prompts = [prompt_from_record(r, tok, stage.thinking, tools) for r in records]
     pad = tok.pad_token_id or 0

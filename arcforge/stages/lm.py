@@ -30,13 +30,15 @@ from arcforge.data.copy_rows import copy_rows, plain_token_ids
 from arcforge.data.curate import curate
 from arcforge.data.midtrain import git_repo_sequences
 from arcforge.data.packing import HELDOUT_SEQ_LEN, PackedDataset, pack, tokenize_docs
-from arcforge.data.sources import Record, load_records
+from arcforge.data.sources import Record
 from arcforge.errors import UserError
 from arcforge.metrics import JsonlSink
 from arcforge.model.checkpoint import set_max_positions, set_rope_theta
 from arcforge.model.mtp import MTPHead, has_mtp, load_mtp, save_mtp
-from arcforge.rollout.spec_decode import align_on_own_text
-from arcforge.stages.common import RunContext, is_main_rank, model_for_stage
+from arcforge.rollout.engines.mtp_align import align_on_own_text
+from arcforge.stages.common import is_main_rank, model_for_stage
+from arcforge.stages.context import RunContext
+from arcforge.stages.world_source import run_records
 from arcforge.train.dsa import DsaCfg, DsaResult, dsa_attentions, run_dsa_phases
 from arcforge.train.fsdp import TrainerCfg, export_hf
 from arcforge.train.lm import heldout_loss, train_lm
@@ -75,7 +77,7 @@ class LMStageCfg(StageCfg):
     optim: OptimCfg = OptimCfg()
     # "bf16": forward/backward under bf16 autocast (weights, gradients and optimizer stay
     # fp32), for GPUs; not bit-identical to fp32. On CPUs without native bf16 it is much
-    # slower (measured on the 2-core dev machine: 3.4 s/step vs 0.24 s/step in fp32)
+    # slower than fp32 (docs/experiments.md, "GPU")
     precision: Literal["fp32", "bf16"] = "fp32"
     curate: bool = True
     # synthetic copy rows (arcforge/data/copy_rows.py): a first phase of `copy_warmup_steps`
@@ -122,13 +124,15 @@ class LMStageCfg(StageCfg):
 # ---- the runner ----------------------------------------------------------------------------
 
 
-def _source_texts(spec: str, tokenizer=None, world_tools: dict | None = None) -> list[str]:
+def _source_texts(
+    ctx: RunContext, spec: str, tokenizer=None, world_tools: dict | None = None
+) -> list[str]:
     if spec.startswith("git:"):
         path = Path(spec[4:])
         if not (path / ".git").exists():
             raise UserError(f"source {spec!r}: {path} is not a git repository")
         return git_repo_sequences(path)
-    recs = load_records(spec)
+    recs = run_records(ctx, spec)
     return [
         r.text if r.text is not None else _record_as_text(r, tokenizer, world_tools) for r in recs
     ]
@@ -188,7 +192,7 @@ def run_lm_stage(ctx: RunContext, stage: LMStageCfg, out: Path) -> dict:
     streams, weights, curation = [], [], {}
     for s in stage.sources:
         needs_world = s.source.startswith("world:")
-        texts = _source_texts(s.source, tok, ctx.world.tools() if needs_world else None)
+        texts = _source_texts(ctx, s.source, tok, ctx.world.tools() if needs_world else None)
         if stage.curate and s.source.startswith("world:corpus"):
             kept, rep = curate(texts)
             curation[s.source] = {"in": rep.n_in, "kept": rep.n_kept, **rep.counts}

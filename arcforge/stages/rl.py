@@ -11,6 +11,8 @@ in the policy's training forwards (arcforge.train.rl).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -20,16 +22,18 @@ from arcforge.config import OnPolicyStageCfg, SourceCfg
 from arcforge.data.reasoning_gym import is_reasoning_gym, load_reasoning_gym
 from arcforge.data.sources import Record, load_records, mix
 from arcforge.errors import ConfigError, UserError
+from arcforge.rollout.prompts import prompt_from_record, text_scorer
 from arcforge.stages.common import (
-    RunContext,
     grpo_summary,
     model_for_stage,
     rollout_engine,
     row_mean,
     trainer_options,
 )
+from arcforge.stages.context import RunContext
+from arcforge.stages.world_source import run_records
 from arcforge.train.lora import save_stage_model
-from arcforge.train.rl import prompt_from_record, text_scorer, train_rl
+from arcforge.train.rl import train_rl
 
 
 class RLStageCfg(OnPolicyStageCfg):
@@ -71,15 +75,18 @@ def in_band(record: Record, band: tuple[float, float] | None) -> bool:
 
 
 def load_prompt_records(
-    sources: list[SourceCfg], seed: int, name: str, band: tuple[float, float] | None = None
+    sources: list[SourceCfg],
+    seed: int,
+    name: str,
+    band: tuple[float, float] | None = None,
+    load: Callable[[str], list[Record]] = load_records,
 ) -> list[Record]:
     """Prompt/answer records of every source inside the difficulty `band` (a source's own
-    `difficulty` replaces it), mixed by weight."""
+    `difficulty` replaces it), mixed by weight; `load` reads a source spec (a run's:
+    `partial(run_records, ctx)`, which resolves `world:`)."""
     pools = []
     for s in sources:
-        recs = (
-            load_reasoning_gym(s.source) if is_reasoning_gym(s.source) else load_records(s.source)
-        )
+        recs = load_reasoning_gym(s.source) if is_reasoning_gym(s.source) else load(s.source)
         cut = s.difficulty or band
         recs = [r for r in recs if r.prompt is not None and in_band(r, cut)]
         if not recs:
@@ -93,7 +100,6 @@ def load_prompt_records(
 
 def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
     tok = ctx.tokenizer
-    ctx.world  # noqa: B018  (registers the world: resolver)
     model = model_for_stage(ctx, stage)
     if stage.routing_replay:
         from arcforge.model.moe import routers
@@ -103,7 +109,8 @@ def run_rl_stage(ctx: RunContext, stage: RLStageCfg, out: Path) -> dict:
                 f"stage {stage.name!r}: routing_replay needs a model with MoE routers (a glm5-* "
                 f"preset); {model.config.model_type} has none"
             )
-    records = load_prompt_records(stage.sources, stage.seed, stage.name, stage.difficulty)
+    load = partial(run_records, ctx)
+    records = load_prompt_records(stage.sources, stage.seed, stage.name, stage.difficulty, load)
     prompts = [prompt_from_record(r, tok, stage.thinking) for r in records]
     pad = tok.pad_token_id or 0
     batch = max(64, stage.prompts_per_step * stage.group_size)

@@ -10,9 +10,10 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from arcforge.config import LoraCfg, OptimCfg, SourceCfg, StageCfg
-from arcforge.data.sources import load_records
 from arcforge.errors import UserError
-from arcforge.stages.common import RunContext, model_for_stage
+from arcforge.stages.common import model_for_stage
+from arcforge.stages.context import RunContext
+from arcforge.stages.world_source import run_records
 from arcforge.train.fsdp import TrainerCfg, export_hf
 from arcforge.train.lora import save_stage_model
 from arcforge.train.sft import Conversation, encode_conversations, train_sft
@@ -60,7 +61,7 @@ def _conversations(ctx: RunContext, stage: SFTStageCfg) -> list[Conversation]:
     tools = ctx.world.tools()
     convs = []
     for s in stage.sources:
-        for r in load_records(s.source):
+        for r in run_records(ctx, s.source):
             if r.messages is None:
                 if r.prompt is None:
                     continue

@@ -10,7 +10,7 @@ What it does, in `RUN_DIR/<stage>/`:
   synthesis against an OpenAI-compatible endpoint: `llm.base_url`, or `llm.checkpoint` (a stage
   of this run, served in-process by `arcforge serve`'s app) -> terminal/tasks/<id>/ (Harbor);
   each seed is also a draft itself, so the construction agent runs even when expansion fails;
-  `terminal_pages` > 0 also sends that many how-to pages (arcforge.world.tutorials) through
+  `terminal_pages` > 0 also sends that many how-to pages (arcforge.world.text.tutorials) through
   the web-page route;
 - search/: when `search` > 0, WKG + multi-hop search synthesis from the world's pages, with the
   LLM as the no-tool filter (a question the model answers without searching is dropped) and
@@ -49,7 +49,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from arcforge.config import StageCfg, Strict
-from arcforge.stages.common import RunContext
+from arcforge.stages.context import RunContext
 
 
 class SynthLLMCfg(Strict):
@@ -100,7 +100,7 @@ def _swe(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[li
 
     from arcforge.synth.export import load_tasks
     from arcforge.synth.swe import SWESynthConfig, synthesize_bugs
-    from arcforge.world.pysource import WORLD_SWE_TOOLS
+    from arcforge.world.code.pysource import WORLD_SWE_TOOLS
 
     tasks, counts = [], {}
     cfg = SWESynthConfig(
@@ -140,9 +140,9 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
     c = stage.llm
     if c.base_url:
         return LLMClient(c.base_url, c.model, c.api_key_env), lambda: None, None
-    from arcforge.eval.harness import load_engine
+    from arcforge.eval.evaluator import load_engine
     from arcforge.replay import serve_in_thread
-    from arcforge.rollout.engine import ServerEngine
+    from arcforge.rollout.engines.http import ServerEngine
     from arcforge.rollout.serve import create_app
 
     names = [s.name for s in ctx.cfg.stages]
@@ -162,7 +162,7 @@ def _llm(ctx: RunContext, stage: SynthStageCfg):
 def _terminal(ctx: RunContext, stage: SynthStageCfg, out: Path, llm: Any) -> tuple[list, dict]:
     from arcforge.synth.export import load_tasks
     from arcforge.synth.terminal import TerminalSynthConfig, synthesize_terminal
-    from arcforge.world.tutorials import tutorial_pages
+    from arcforge.world.text.tutorials import tutorial_pages
 
     seeds = [t.instruction for t in ctx.world.tasks("terminal", "train")[: stage.terminal_seeds]]
     pages = tutorial_pages(ctx.world, stage.terminal_pages) if stage.terminal_pages else []

@@ -30,7 +30,7 @@ from arcforge.errors import UserError
 from arcforge.llm import ask_json
 from arcforge.synth.wkg import LITERAL_RELATIONS, SUBJECT_TYPE, WebGraph
 from arcforge.types import Task, Tool, Validation
-from arcforge.world.questions import QUESTION
+from arcforge.world.tasks.questions import QUESTION
 
 SCENARIOS = ("single_hop", "parallel_single_hop", "multi_hop", "parallel_multi_hop")
 SCALE_OPS = ("generalize", "add_parameters", "generalize_types", "distractors")
@@ -241,7 +241,7 @@ def spec_from_graph(graph: WebGraph, rng: random.Random, scenario: str) -> ABESp
 
 
 def _chain_question(chain: list[tuple[str, str, str]]) -> str:
-    from arcforge.world.questions import NOUN
+    from arcforge.world.tasks.questions import NOUN
 
     phrase = chain[0][0]
     for _, r, _ in chain[:-1]:

@@ -11,7 +11,7 @@ them so the SFT prompt matches the one the agent saw). An episode the agent loop
 once (old observations folded to fit the context budget) becomes the two views its replies
 were sampled in (`episode_views`); one compacted twice is rejected.
 
-Thinking modes, as the template demos of arcforge.world.demos use them:
+Thinking modes, as the template demos of arcforge.world.text.demos use them:
 - interleaved: one episode, thinking before every step;
 - preserved / dropped: two episodes of the kind joined as a two-user-turn conversation (the
   SFT stage keeps or drops the first turn's thinking, see arcforge.chat.template);
@@ -45,7 +45,7 @@ from arcforge.progress import progress
 from arcforge.rollout.agent import AgentConfig, episode_to_messages, run_episodes
 from arcforge.rollout.policies import EXPERT_VERSIONS, ScriptedEngine, expert_engine
 from arcforge.types import Message, Task, Tool, Trajectory
-from arcforge.world.demos import MODES
+from arcforge.world.text.demos import MODES
 
 KIND_SUITE = {
     "tool": "tool",

@@ -11,7 +11,7 @@
 Each of steps 1-4 has an LLM route (any OpenAI-compatible endpoint through LLMClient) and a rule
 route, so the world's plain texts work without a model:
 - worked arithmetic ("Solution: 3 * 9 = 27. ... so 27 - 2 = 25.") becomes a calculator
-  workflow whose tool responses are computed for real (arcforge.world.tools.calculate);
+  workflow whose tool responses are computed for real (arcforge.world.knowledge.tools.calculate);
 - numbered / "Step N" lists become one tool per distinct action (verb_object), the step's
   quoted values and numbers its arguments; their responses are simulated acknowledgements.
 Rule-route limitation (deliberate): generic step tools are shallow (one "target" argument plus
@@ -27,7 +27,7 @@ from typing import Any
 
 from arcforge.chat.validate import validate_call
 from arcforge.types import Message, Tool, ToolCall
-from arcforge.world.tools import calculate
+from arcforge.world.knowledge.tools import calculate
 
 SYSTEM = "You are a helpful assistant. Use the tools when they help; answer when done."
 _EQ = re.compile(r"^([\d\s+\-*/().]+?)\s*=\s*(-?\d+(?:\.\d+)?)$")

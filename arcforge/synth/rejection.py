@@ -19,8 +19,9 @@ from arcforge.chat.formats import chat_format
 from arcforge.data.sources import record_from_task
 from arcforge.model.checkpoint import load_model
 from arcforge.model.tokenizer import load_tokenizer
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.train.rl import prompt_from_record, stop_token_ids, text_scorer
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.prompts import prompt_from_record, stop_token_ids, text_scorer
 from arcforge.types import Message, Task
 
 

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from arcforge.synth.wkg import LITERAL_RELATIONS, WebGraph
-from arcforge.world.questions import NOUN, QUESTION
+from arcforge.world.tasks.questions import NOUN, QUESTION
 
 YEARS = ("born_year", "founded_year", "published_year")
 TYPE_NOUN = {

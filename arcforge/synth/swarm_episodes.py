@@ -1,6 +1,6 @@
 """SFT episodes of the agent-swarm orchestrator, recorded from its scripted expert.
 
-The scripted orchestrator (`arcforge.world.swarm.swarm_expert_script`: one search subagent,
+The scripted orchestrator (`arcforge.world.tasks.wide_search.swarm_expert_script`: one search subagent,
 every item of a wide task assigned in one reply, then the list) runs in the real SwarmEnv over
 subagents that act in the real search environment. The subagents are the scripted search
 expert (`expert_engine` on each item's one-hop task) unless a frozen checkpoint's engine is
@@ -19,12 +19,12 @@ from typing import Any
 
 from arcforge.envs.registry import env_factory
 from arcforge.rollout.agent import AgentConfig
-from arcforge.rollout.engine import Engine
+from arcforge.rollout.engines.base import Engine
 from arcforge.rollout.policies import ScriptedEngine, expert_engine
 from arcforge.rollout.swarm import SubagentPool, SwarmBudget, SwarmEnv, run_swarm_episodes
 from arcforge.synth.episodes import EpisodeDemo, reject_reason
 from arcforge.types import Tool, Trajectory
-from arcforge.world.swarm import subtasks, swarm_expert_script, swarm_tasks
+from arcforge.world.tasks.wide_search import subtasks, swarm_expert_script, swarm_tasks
 
 
 def swarm_reject_reason(traj: Trajectory) -> str | None:

@@ -12,7 +12,7 @@ that every hop of a question is backed by a page. Two extractors feed one graph:
 Every fact keeps its page id (the evidence). `WebGraph` indexes the unique triples, their
 evidence pages, entity frequencies (distinct pages whose facts mention the entity) and
 conflicts (a functional relation with two objects on different pages).
-Simplifications: the relation vocabulary is the world's (arcforge.world.kb.RELATIONS); entity
+Simplifications: the relation vocabulary is the world's (arcforge.world.knowledge.kb.RELATIONS); entity
 linking is exact string identity. `score_against` compares a graph with ground truth and is
 for checking extractors only; the extractors never see the ground truth.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 from arcforge.envs.search_env import Document, as_document
 from arcforge.errors import UserError
-from arcforge.world.kb import RELATIONS
+from arcforge.world.knowledge.kb import RELATIONS
 
 # relations whose object is a value (year, number, word), not an entity with its own page
 LITERAL_RELATIONS = frozenset(

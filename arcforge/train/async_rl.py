@@ -44,11 +44,10 @@ from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rewards.swarm import swarm_stats
 from arcforge.rl.advantages import dynamic_sampling_mask, group_advantages
-from arcforge.rollout.orchestrator import Batch, Orchestrator
-from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.rollout.orchestrator import GroupBatch, Orchestrator
 from arcforge.train.lora import policy_state_dict
 from arcforge.train.on_policy import optimizer_step
-from arcforge.train.optim import Optimizer
+from arcforge.train.optim import Optimizer, build_optimizer, lr_at
 from arcforge.train.resume import TrainerState
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import TokenBatch, pad_trajectories
@@ -69,7 +68,6 @@ class AsyncRLSettings(Protocol):
     stage config is a LossCfg)."""
 
     steps: int
-    group_size: int
     sync_every: int
     reset_optimizer: bool
     weight_sync_timeout: float
@@ -83,10 +81,10 @@ class AsyncRLSettings(Protocol):
 
 
 def batch_tensors(
-    batch: Batch, group_size: int, pad_id: int, temperatures: dict[str, float] | None = None
+    batch: GroupBatch, pad_id: int, temperatures: dict[str, float] | None = None
 ) -> tuple[TokenBatch, dict]:
-    """The batch as padded tensors with GRPO advantages and overlong rows masked, plus counts.
-    With `temperatures` (pool -> the temperature its episodes were sampled at; tempered
+    """The batch as padded tensors with GRPO advantages (over groups of `batch.group_size`)
+    and overlong rows masked, plus counts. With `temperatures` (pool -> the temperature its episodes were sampled at; tempered
     logprobs), each row's temperature is set so the trainer scores it as it was sampled.
 
     Returns:
@@ -97,7 +95,7 @@ def batch_tensors(
         (solved_<pool>; below reward_ only with partial credit, e.g. call_credit), share of
         groups with unequal rewards (signal_<pool>) and trained tokens (tokens_<pool>)).
     """
-    trajs = batch.trajectories
+    trajs, group_size = batch.trajectories, batch.group_size
     tb = pad_trajectories(trajs, pad_id)
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float)  # (B*G,)
     tb.advantages = group_advantages(rewards, group_size)  # (B*G,)
@@ -208,7 +206,8 @@ def train_async_rl(
     Args:
         model: the trainer's policy (updated in place); the workers' engines start with the
             same weights.
-        orch: the orchestrator (tau, sync_every and the mixture are set there).
+        orch: the orchestrator (tau, sync_every, the mixture and the group size are set
+            there; each batch carries its group size).
         workers: has start(), stop() and push_weights(state_dict, version, timeout).
         stop_after: stop after this many steps (state saved), to test resume.
         probe: with `cfg.probe`, scores the model on dev tasks (see the stage's ProbeCfg); rows go to
@@ -250,7 +249,7 @@ def train_async_rl(
                 batch = orch.next_batch(cfg.batch_timeout)
                 t_wait = time.monotonic() - t0
                 t1 = time.monotonic()
-                tb, bstats = batch_tensors(batch, cfg.group_size, pad_id, temps)
+                tb, bstats = batch_tensors(batch, pad_id, temps)
                 stats = train_step(model, opt, tb, cfg, step)
                 if ema:
                     ema.update(model)

@@ -32,10 +32,11 @@ from arcforge.config import OptimCfg
 from arcforge.metrics import LoggingCfg
 from arcforge.progress import progress
 from arcforge.rl.losses import opd_advantages
-from arcforge.rollout.engine import Engine, SamplingParams
+from arcforge.rollout.engines.base import Engine, SamplingParams
+from arcforge.rollout.prompts import RLPrompt
 from arcforge.train.lora import policy_state_dict
 from arcforge.train.on_policy import open_policy_run, optimizer_step
-from arcforge.train.rl import PromptStream, RLPrompt, policy_backward, sampling_seed
+from arcforge.train.rl import PromptStream, policy_backward, sampling_seed
 from arcforge.train.rollout_batch import (
     TokenBatch,
     pad_trajectories,

@@ -268,7 +268,7 @@ def _set_rng_state(blob: dict[str, Any]) -> None:
 
 def swap_into_place(tmp: Path, state_dir: Path) -> None:
     """Move the finished `tmp` directory to `state_dir`: an existing state is renamed to
-    `<state_dir>.old` first (what `arcforge.train.loop.find_state` falls back to when the
+    `<state_dir>.old` first (what `arcforge.train.resume.find_state` falls back to when the
     process dies between the two renames) and removed once `tmp` is in place."""
     old = state_dir.with_name(state_dir.name + ".old")
     if state_dir.exists():
@@ -287,7 +287,7 @@ def save_sharded_state(
 ) -> None:
     """Collective: every rank writes its shards of model + optimizer (DCP), its RNG states;
     rank 0 writes trainer.json and renames the temp dir into place (the layout
-    `arcforge.train.loop.find_state` looks for)."""
+    `arcforge.train.resume.find_state` looks for)."""
     ranks = init_distributed()
     tmp = state_dir.with_name(state_dir.name + ".tmp")
     if ranks.main:

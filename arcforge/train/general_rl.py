@@ -37,8 +37,8 @@ from arcforge.device import model_device
 from arcforge.rewards.hybrid import HybridReward
 from arcforge.rewards.rules import tool_call_reward
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import Completion, Engine, SamplingParams
-from arcforge.train.rl import RLPrompt, Scorer
+from arcforge.rollout.engines.base import Completion, Engine, SamplingParams
+from arcforge.rollout.prompts import RLPrompt, Scorer
 from arcforge.types import Message, Tool
 
 

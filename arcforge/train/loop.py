@@ -2,11 +2,11 @@
 
 One function, `train_loop`: for each step, fetch the step's batch (a pure function of the step
 index, so a resumed run sees exactly the batches it would have seen), compute the loss, clip,
-step the optimizer (arcforge.train.optim), advance the warmup + cosine schedule, log, and every
-`checkpoint_every` steps write a resumable state (weights, optimizer moments, step, RNG states)
-atomically. A run killed at any point and restarted continues from the last state with no
-repeated or skipped batch; metric lines written after that state are dropped on resume so the
-log has no duplicates.
+step the optimizer, set the warmup + cosine learning rate (both arcforge.train.optim), log, and
+every `checkpoint_every` steps write a resumable state (weights, optimizer moments, step, RNG
+states; arcforge.train.resume) atomically. A run killed at any point and restarted continues
+from the last state with no repeated or skipped batch; metric lines written after that state
+are dropped on resume so the log has no duplicates.
 
 Phases let mid-training change the context length and RoPE base mid-run: each phase has its own
 step count, batch function and an `on_enter(model)` hook that is re-applied on resume.
@@ -27,19 +27,14 @@ the same counts.
 
 from __future__ import annotations
 
-import json
 import math
-import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 
 from arcforge.config import OptimCfg
 from arcforge.device import model_device, to_device
@@ -51,14 +46,11 @@ from arcforge.train.fsdp import (
     TrainerCfg,
     global_mean,
     grad_norm_value,
-    is_sharded,
-    load_sharded_state,
-    save_sharded_state,
     shard_for_training,
     shard_rows,
-    swap_into_place,
 )
-from arcforge.train.optim import Optimizer, build_optimizer
+from arcforge.train.optim import build_optimizer, lr_at
+from arcforge.train.resume import TrainerState
 
 Batch = Any
 LossFn = Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, int]]  # (loss, n_tokens)
@@ -82,149 +74,6 @@ class LoopResult:
     seconds: float
     resumed_from: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
-
-
-def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
-    """Linear warmup to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio at `total`."""
-    if cfg.warmup_steps and step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    span = max(1, total - cfg.warmup_steps)
-    t = min(1.0, (step - cfg.warmup_steps) / span)
-    floor = cfg.lr * cfg.min_lr_ratio
-    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * t))
-
-
-# ---- resumable state -------------------------------------------------------------------
-
-
-def save_state(
-    state_dir: Path,
-    model: torch.nn.Module,
-    opt: Optimizer,
-    step: int,
-    extra: dict[str, Any] | None = None,
-    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
-) -> None:
-    """Write model, optimizer, step and RNG states, and each of `tensors` as
-    <name>.safetensors (e.g. an average of the weights); atomic via a temp dir + rename.
-    A sharded (FSDP2) model is saved with torch.distributed.checkpoint, collectively."""
-    if is_sharded(model):
-        if tensors:
-            raise ValueError("extra tensors are not saved for a sharded model")
-        save_sharded_state(state_dir, model, opt, step, extra)  # type: ignore[arg-type]
-        return
-    tmp = state_dir.with_name(state_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    save_file(weights, str(tmp / "model.safetensors"))  # clones: tied weights are separate
-    for name, named in (tensors or {}).items():
-        save_file(
-            {k: v.detach().contiguous() for k, v in named.items()}, str(tmp / f"{name}.safetensors")
-        )
-    torch.save(
-        {
-            "optimizer": opt.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-            "numpy_rng": np.random.get_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
-        },
-        tmp / "trainer.pt",
-    )
-    (tmp / "trainer.json").write_text(json.dumps({"step": step, **(extra or {})}))
-    swap_into_place(tmp, state_dir)
-
-
-def load_state(state_dir: Path, model: torch.nn.Module, opt: Optimizer) -> dict:
-    """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
-    if is_sharded(model):
-        return load_sharded_state(state_dir, model, opt)  # type: ignore[arg-type]
-    if (state_dir / "dcp").is_dir():
-        raise ConfigError(
-            f"{state_dir} was written by trainer.backend fsdp2; resume it with that backend "
-            "(arcforge run --nproc N) or remove it to start over"
-        )
-    weights = load_file(str(state_dir / "model.safetensors"))
-    model.load_state_dict(weights, strict=False)
-    # on the CPU first: a state written on a GPU resumes on the CPU and the other way round
-    # (load_state_dict moves the moments to the parameters' device)
-    blob = torch.load(state_dir / "trainer.pt", weights_only=False, map_location="cpu")
-    opt.load_state_dict(blob["optimizer"])
-    torch.set_rng_state(blob["torch_rng"])
-    cuda_rng = blob.get("cuda_rng")
-    if cuda_rng and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(cuda_rng)
-    random.setstate(blob["python_rng"])
-    np.random.set_state(blob["numpy_rng"])
-    return json.loads((state_dir / "trainer.json").read_text())
-
-
-def checkpoint_if_due(
-    state_dir: Path,
-    model: torch.nn.Module,
-    opt: Optimizer,
-    done: int,
-    total: int,
-    every: int,
-    stop_after: int | None = None,
-    extra: dict[str, Any] | None = None,
-    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
-) -> bool:
-    """Save the resumable state every `every` steps (not after the last one: the stage's
-    checkpoint follows) or when stopping early at `stop_after`; True when the loop must stop."""
-    stop = stop_after is not None and done >= stop_after
-    if (done % every == 0 and done < total) or stop:
-        save_state(state_dir, model, opt, done, extra, tensors)
-    return stop
-
-
-def find_state(out_dir: Path) -> Path | None:
-    """The resumable state dir, recovering from a crash between the two renames."""
-    state, old = out_dir / "state", out_dir / "state.old"
-    if (state / "trainer.json").exists():
-        return state
-    if (old / "trainer.json").exists():
-        return old
-    return None
-
-
-class MetricsLog:
-    """Append-only metrics.jsonl that forgets lines past a resume point (no duplicates)."""
-
-    def __init__(self, path: Path, resume_step: int | None = None, enabled: bool = True):
-        self.path, self.enabled = path, enabled  # disabled: a rank other than 0 writes nothing
-        if not enabled:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if resume_step is not None and path.exists():
-            keep = [
-                ln
-                for ln in path.read_text().splitlines()
-                if ln.strip() and json.loads(ln).get("step", 0) <= resume_step
-            ]
-            path.write_text("".join(ln + "\n" for ln in keep))
-        elif resume_step is None and path.exists():
-            path.unlink()
-
-    def write(self, **row: Any) -> None:
-        if not self.enabled:
-            return
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The rows written so far (with those kept from before a resume)."""
-        return read_rows(self.path)
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a metrics-style .jsonl file ([] when it does not exist)."""
-    text = path.read_text() if path.exists() else ""
-    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-
-
-# ---- the loop ----------------------------------------------------------------------------
 
 
 def _locate(phases: list[Phase], step: int) -> tuple[int, int]:
@@ -286,15 +135,15 @@ def train_loop(
     sharded = trainer is not None and trainer.backend == "fsdp2"
     ranks = shard_for_training(model, trainer, optim) if sharded else None  # type: ignore[arg-type]
     opt = build_optimizer(model, optim)  # after sharding: moments only for this rank's shards
-    state = find_state(out_dir)
-    start = load_state(state, model, opt)["step"] if state else 0
+    state = TrainerState(out_dir, model, opt)
+    start = state.step
     main = ranks is None or ranks.main
     log = MetricSink(
         logging or LoggingCfg(),
         out_dir,
         name=run_name,
         config={"optim": optim.model_dump(mode="json"), "precision": precision},
-        resume_step=start if state else None,
+        resume_step=state.metrics_resume_step,
         enabled=main,
     )
     load = ExpertLoad(model, train_only=True) if routers(model) else None
@@ -354,9 +203,7 @@ def train_loop(
             if heldout_fn and (done % heldout_every == 0 or done == total):
                 log.log(done, {"heldout_loss": heldout_fn(model), "phase": phases[pi].name})
                 model.train()
-            stop = checkpoint_if_due(
-                out_dir / "state", model, opt, done, total, checkpoint_every, stop_after
-            )
+            stop = state.checkpoint_if_due(done, total, checkpoint_every, stop_after)
             bar.update(done, loss=loss_ema)
             if stop:
                 break

@@ -14,9 +14,9 @@ from torch.optim import Optimizer
 
 from arcforge.config import OptimCfg
 from arcforge.metrics import LoggingCfg, MetricSink
-from arcforge.rollout.engine import Engine
-from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.rollout.engines.base import Engine
 from arcforge.train.lora import policy_state_dict
+from arcforge.train.optim import build_optimizer, lr_at
 from arcforge.train.resume import TrainerState
 
 

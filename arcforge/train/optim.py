@@ -1,4 +1,5 @@
-"""Optimizers by name: AdamW, Muon, and Muon Split (per-head Muon for MLA's up-projections).
+"""Optimizers by name (AdamW, Muon, and Muon Split: per-head Muon for MLA's up-projections) and
+the learning-rate schedule every trainer follows.
 
 `build_optimizer(model, cfg)` picks by `cfg.name`:
 
@@ -23,6 +24,10 @@ which looks like one optimizer to the training loops: `param_groups`, `zero_grad
 
 `cfg.freeze_indexer` freezes DSA's lightning indexer (requires_grad off, left out of every
 group): rollout and training then pick the same keys for the same context.
+
+`lr_at(step, total, cfg)` is the schedule: linear warmup over `cfg.warmup_steps`, then cosine
+decay to `cfg.lr * cfg.min_lr_ratio`. It is a pure function of the step, so a resumed run needs
+no scheduler state (arcforge.train.resume); the trainers set it on every group before each step.
 """
 
 from __future__ import annotations
@@ -162,6 +167,16 @@ class JointOptimizer:
 
 
 Optimizer = torch.optim.Optimizer | JointOptimizer
+
+
+def lr_at(step: int, total: int, cfg: OptimCfg) -> float:
+    """Linear warmup to cfg.lr, then cosine decay to cfg.lr * min_lr_ratio at `total`."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(1, total - cfg.warmup_steps)
+    t = min(1.0, (step - cfg.warmup_steps) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def _adamw(params: list[nn.Parameter], cfg: OptimCfg) -> torch.optim.AdamW:

@@ -1,30 +1,131 @@
-"""The resumable state the RL-type trainers share: find the latest, reload it, save it.
+"""Resumable training state: save it, reload it, find the latest one.
 
-A trainer opens `TrainerState(out_dir, model, opt)` once before its loop. It finds the latest
-complete state under `out_dir` (`state/`, or `state.old/` after a crash between the two renames
-of an atomic write), restores the weights, optimizer moments and RNG states from it, and tells
-where the loop restarts (`step`) and what the trainer stored with it (`info`: a prompt cursor,
-an engine version, the orchestrator's state, ...). `metrics_resume_step` is what a metric sink
-needs to drop the rows logged past that step, so a resumed run never logs a step twice.
+`save_state` writes what a run needs to continue exactly where it stopped: the model weights,
+the optimizer moments, the step, the torch / Python / NumPy / CUDA RNG states, whatever the
+trainer adds (`extra`: a prompt cursor, an engine version, the orchestrator's state, ...) and
+named tensors (e.g. a weight average). It writes to a temporary directory and renames it into
+place (`swap_into_place`), so a crash leaves either the old state or the new one: `find_state`
+returns `state/`, or `state.old/` when the crash fell between the two renames. A sharded
+(FSDP2) model is saved and loaded with torch.distributed.checkpoint instead
+(arcforge.train.fsdp). The learning rate is a pure function of the step
+(arcforge.train.optim.lr_at), so there is no scheduler state to keep.
 
-Saving goes through the supervised loop's `save_state` (arcforge.train.loop): model, optimizer,
-step, RNG and the trainer's extra state and tensors, written to a temporary directory and
-renamed into place. The learning rate is a pure function of the step (`lr_at`), so there is no
-scheduler state to keep.
+The supervised loop (arcforge.train.loop) and the RL-type trainers open a
+`TrainerState(out_dir, model, opt)` once before their loop: it finds and reloads the latest
+state, tells where the loop restarts (`step`) and what the trainer stored with it (`info`).
+`metrics_resume_step` is what a metric sink needs to drop the rows logged past that step, so a
+resumed run never logs a step twice.
 """
 
 from __future__ import annotations
 
+import json
+import random
+import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
-from arcforge.train.loop import checkpoint_if_due, find_state, load_state, save_state
+from arcforge.errors import ConfigError
+from arcforge.train.fsdp import is_sharded, load_sharded_state, save_sharded_state, swap_into_place
 from arcforge.train.optim import Optimizer
 
 Tensors = dict[str, dict[str, torch.Tensor]]  # name -> <name>.safetensors of the state
+
+
+def save_state(
+    state_dir: Path,
+    model: torch.nn.Module,
+    opt: Optimizer,
+    step: int,
+    extra: dict[str, Any] | None = None,
+    tensors: Tensors | None = None,
+) -> None:
+    """Write model, optimizer, step and RNG states, and each of `tensors` as
+    <name>.safetensors (e.g. an average of the weights); atomic via a temp dir + rename.
+    A sharded (FSDP2) model is saved with torch.distributed.checkpoint, collectively."""
+    if is_sharded(model):
+        if tensors:
+            raise ValueError("extra tensors are not saved for a sharded model")
+        save_sharded_state(state_dir, model, opt, step, extra)  # type: ignore[arg-type]
+        return
+    tmp = state_dir.with_name(state_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    weights = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    save_file(weights, str(tmp / "model.safetensors"))  # clones: tied weights are separate
+    for name, named in (tensors or {}).items():
+        save_file(
+            {k: v.detach().contiguous() for k, v in named.items()}, str(tmp / f"{name}.safetensors")
+        )
+    torch.save(
+        {
+            "optimizer": opt.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "numpy_rng": np.random.get_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+        },
+        tmp / "trainer.pt",
+    )
+    (tmp / "trainer.json").write_text(json.dumps({"step": step, **(extra or {})}))
+    swap_into_place(tmp, state_dir)
+
+
+def load_state(state_dir: Path, model: torch.nn.Module, opt: Optimizer) -> dict:
+    """Restore what `save_state` wrote; returns the trainer.json dict (with "step")."""
+    if is_sharded(model):
+        return load_sharded_state(state_dir, model, opt)  # type: ignore[arg-type]
+    if (state_dir / "dcp").is_dir():
+        raise ConfigError(
+            f"{state_dir} was written by trainer.backend fsdp2; resume it with that backend "
+            "(arcforge run --nproc N) or remove it to start over"
+        )
+    weights = load_file(str(state_dir / "model.safetensors"))
+    model.load_state_dict(weights, strict=False)
+    # on the CPU first: a state written on a GPU resumes on the CPU and the other way round
+    # (load_state_dict moves the moments to the parameters' device)
+    blob = torch.load(state_dir / "trainer.pt", weights_only=False, map_location="cpu")
+    opt.load_state_dict(blob["optimizer"])
+    torch.set_rng_state(blob["torch_rng"])
+    cuda_rng = blob.get("cuda_rng")
+    if cuda_rng and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_rng)
+    random.setstate(blob["python_rng"])
+    np.random.set_state(blob["numpy_rng"])
+    return json.loads((state_dir / "trainer.json").read_text())
+
+
+def checkpoint_if_due(
+    state_dir: Path,
+    model: torch.nn.Module,
+    opt: Optimizer,
+    done: int,
+    total: int,
+    every: int,
+    stop_after: int | None = None,
+    extra: dict[str, Any] | None = None,
+    tensors: Tensors | None = None,
+) -> bool:
+    """Save the resumable state every `every` steps (not after the last one: the stage's
+    checkpoint follows) or when stopping early at `stop_after`; True when the loop must stop."""
+    stop = stop_after is not None and done >= stop_after
+    if (done % every == 0 and done < total) or stop:
+        save_state(state_dir, model, opt, done, extra, tensors)
+    return stop
+
+
+def find_state(out_dir: Path) -> Path | None:
+    """The resumable state dir, recovering from a crash between the two renames."""
+    state, old = out_dir / "state", out_dir / "state.old"
+    if (state / "trainer.json").exists():
+        return state
+    if (old / "trainer.json").exists():
+        return old
+    return None
 
 
 class TrainerState:

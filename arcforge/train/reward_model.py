@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from arcforge.metrics import LoggingCfg, MetricSink
 from arcforge.progress import progress
 from arcforge.rewards.orm import RewardModel
 from arcforge.rl.preference import bradley_terry_loss
-from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.optim import build_optimizer, lr_at
 
 
 class RewardModelCfg(Strict):
@@ -65,8 +66,11 @@ def pairs_from_records(records: list[Record], where: str) -> list[Pair]:
     return out
 
 
-def load_pairs(sources: list[SourceCfg]) -> list[Pair]:
-    return [p for s in sources for p in pairs_from_records(load_records(s.source), s.source)]
+def load_pairs(
+    sources: list[SourceCfg], load: Callable[[str], list[Record]] = load_records
+) -> list[Pair]:
+    """The preference pairs of every source, read with `load` (a run's resolves `world:`)."""
+    return [p for s in sources for p in pairs_from_records(load(s.source), s.source)]
 
 
 def pair_accuracy(rm: RewardModel, pairs: list[Pair]) -> float:
@@ -168,15 +172,17 @@ def train_rm_from_checkpoint(
     desc: str = "train-rm",
     logging: LoggingCfg | None = None,
     run_name: str | None = None,
+    load: Callable[[str], list[Record]] = load_records,
 ) -> dict[str, Any]:
-    """Load a causal-LM checkpoint, add a head, train on cfg's sources, save to `out`."""
+    """Load a causal-LM checkpoint, add a head, train on cfg's sources (read with `load`), save
+    to `out`."""
     from arcforge.model.checkpoint import load_model
     from arcforge.model.tokenizer import load_tokenizer
 
     if not (checkpoint / "config.json").is_file():
         raise UserError(f"{checkpoint} is not a checkpoint directory (no config.json)")
-    pairs = load_pairs(cfg.sources)
-    heldout = pairs_from_records(load_records(cfg.heldout), cfg.heldout) if cfg.heldout else []
+    pairs = load_pairs(cfg.sources, load)
+    heldout = pairs_from_records(load(cfg.heldout), cfg.heldout) if cfg.heldout else []
     tok, _ = load_tokenizer(checkpoint)
     rm = RewardModel(load_model(checkpoint), tok, cfg.max_len, seed=cfg.seed)
     summary = train_reward_model(rm, pairs, cfg, out, heldout, desc, logging, run_name)

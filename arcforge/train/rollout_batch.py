@@ -19,7 +19,7 @@ import torch
 
 from arcforge.device import model_device
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import Completion
+from arcforge.rollout.engines.base import Completion
 from arcforge.types import Segment, Trajectory
 
 

@@ -26,8 +26,8 @@ from typing import Protocol
 import torch
 from safetensors.torch import load_file, save_file
 
+from arcforge.metrics import JsonlSink
 from arcforge.stats import mean_ci
-from arcforge.train.loop import MetricsLog
 
 Probe = Callable[[torch.nn.Module], dict[str, list[float]]]  # model -> dev suite -> item scores
 
@@ -188,7 +188,7 @@ class StepProbe:
         ema: WeightEMA | None = None,
     ) -> None:
         self.probe, self.settings, self.steps, self.ema = probe, settings, steps, ema
-        self.log = MetricsLog(out_dir / "probe.jsonl", resume_step=resume_step)
+        self.log = JsonlSink(out_dir / "probe.jsonl", resume_step=resume_step)
         self.best = BestKeeper(out_dir, best_state)
 
     def due(self, done: int) -> bool:
@@ -203,13 +203,15 @@ class StepProbe:
             scores = {k: sum(v) / max(1, len(v)) for k, v in items.items()}
             mean_score = round(sum(scores.values()) / len(scores), 9)  # equal means tie
             new = self.best.offer(model, done, mean_score)
-        self.log.write(
-            step=done,
-            mean=mean_score,
-            best=new,
-            probe_s=time.monotonic() - t0,
-            **{f"probe_{k}": v for k, v in scores.items()},
-            **{f"items_{k}": v for k, v in items.items()},
+        self.log.log(
+            done,
+            {
+                "mean": mean_score,
+                "best": new,
+                "probe_s": time.monotonic() - t0,
+                **{f"probe_{k}": v for k, v in scores.items()},
+                **{f"items_{k}": v for k, v in items.items()},
+            },
         )
         print(
             f"[probe] step {done}: "

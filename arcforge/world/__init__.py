@@ -7,16 +7,17 @@ and SFT demonstrations. Same seed, byte-identical output; standard library only.
 """
 
 from arcforge.world.build import build_world
-from arcforge.world.chat import check_constraints
-from arcforge.world.corpus import Doc
-from arcforge.world.demos import Demo
-from arcforge.world.kb import KB, Entity, Triple
-from arcforge.world.longctx import LongItem
-from arcforge.world.pages import Page
-from arcforge.world.repos import Bug, Repo
-from arcforge.world.suites import SUITES
-from arcforge.world.tools import calculate
-from arcforge.world.world import DemoCounts, TaskCounts, World, WorldConfig
+from arcforge.world.code.repos import Bug, Repo
+from arcforge.world.knowledge.kb import KB, Entity, Triple
+from arcforge.world.knowledge.pages import Page
+from arcforge.world.knowledge.tools import calculate
+from arcforge.world.tasks.constrained_chat import check_constraints
+from arcforge.world.tasks.longctx import LongItem
+from arcforge.world.tasks.pools import SUITES
+from arcforge.world.text.corpus import Doc
+from arcforge.world.text.demos import Demo
+from arcforge.world.world import World
+from arcforge.world.world_config import DemoCounts, TaskCounts, WorldConfig
 
 __all__ = [
     "KB",

@@ -8,12 +8,26 @@ tasks / test tasks, so held-out problems never leak into training text.
 from __future__ import annotations
 
 import random
-from itertools import zip_longest
 
 from arcforge.types import Task
-from arcforge.world.codelib import FuncTemplate, code_space, snippet_doc
-from arcforge.world.corpus import Doc, mix
-from arcforge.world.demos import (
+from arcforge.world.code.codelib import FuncTemplate, code_space, snippet_doc
+from arcforge.world.code.repos import Repo, make_repo
+from arcforge.world.knowledge.kb import build_kb
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.knowledge.pages import Page, render_pages
+from arcforge.world.tasks.mathgen import Problem, make_problems
+from arcforge.world.tasks.pools import (
+    chat_tasks,
+    code_tasks,
+    long_context_tasks,
+    reasoning_tasks,
+    search_tasks,
+    swe_tasks,
+    terminal_tasks,
+    tool_tasks,
+)
+from arcforge.world.text.corpus import Doc, mix
+from arcforge.world.text.demos import (
     MODES,
     Demo,
     chat_demo,
@@ -24,28 +38,9 @@ from arcforge.world.demos import (
     terminal_demo,
     tool_demo,
 )
-from arcforge.world.drills import copy_drills
-from arcforge.world.kb import build_kb
-from arcforge.world.mathgen import Problem, make_problems
-from arcforge.world.names import NameBank
-from arcforge.world.pages import Page, render_pages
-from arcforge.world.repos import Repo, make_repo
-from arcforge.world.suites import (
-    chat_tasks,
-    code_pool,
-    code_tasks,
-    long_context_tasks,
-    reasoning_tasks,
-    search_tasks,
-    swe_tasks,
-    terminal_tasks,
-    tool_tasks,
-)
-from arcforge.world.world import World, WorldConfig
-
-
-def _rng(cfg: WorldConfig, part: str) -> random.Random:
-    return random.Random(f"{cfg.seed}:{part}")
+from arcforge.world.text.drills import copy_drills
+from arcforge.world.world import World
+from arcforge.world.world_config import WorldConfig, component_rng
 
 
 def _code_docs(
@@ -105,14 +100,14 @@ def _corpora(
     )
     taken = {p.question for p in task_probs + held_probs}
     corpus_probs = _problems_for_chars(mrng, people, int(web_chars * cfg.math_to_web), taken)
-    crng = _rng(cfg, "code")
+    crng = component_rng(cfg, "code")
     space = code_space(cfg.seed)
     code = _code_docs(
         crng, repos[n_test_repos:], int(web_chars * cfg.code_to_web), "code", space.train
     )
-    drills = copy_drills(_rng(cfg, "drills"), int(web_chars * cfg.copy_drills), kb_names)
+    drills = copy_drills(component_rng(cfg, "drills"), int(web_chars * cfg.copy_drills), kb_names)
     corpus = mix(
-        _rng(cfg, "mix"),
+        component_rng(cfg, "mix"),
         web + code + _math_docs(corpus_probs, "math") + drills,
         cfg.junk_frac,
         cfg.dup_frac,
@@ -129,9 +124,9 @@ def _corpora(
 def build_world(cfg: WorldConfig | None = None) -> World:
     """Generate the whole world for `cfg` (defaults: the demo sizes)."""
     cfg = cfg or WorldConfig()
-    names = NameBank(_rng(cfg, "names"))
+    names = NameBank(component_rng(cfg, "names"))
     kb = build_kb(
-        _rng(cfg, "kb"),
+        component_rng(cfg, "kb"),
         names,
         cfg.n(cfg.n_people),
         cfg.n(cfg.n_places, 3),
@@ -139,13 +134,13 @@ def build_world(cfg: WorldConfig | None = None) -> World:
         cfg.n(cfg.n_works),
         cfg.heldout_frac,
     )
-    pages = render_pages(kb, _rng(cfg, "pages"))
+    pages = render_pages(kb, component_rng(cfg, "pages"))
     space = code_space(cfg.seed)
     n_repos = cfg.n(cfg.n_repos, 3)
     n_test_repos = min(n_repos - 1, cfg.n(cfg.n_test_repos, 1))
     repos = [
         make_repo(
-            _rng(cfg, f"repo{i}"),
+            component_rng(cfg, f"repo{i}"),
             f"{names.token()}-{names.token()}",
             2 + i % 3,
             space.test if i < n_test_repos else space.train,
@@ -155,18 +150,18 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     ]
     t = cfg.tasks
     n_tr, n_te = cfg.split_counts(t.reasoning)
-    mrng = _rng(cfg, "math")
+    mrng = component_rng(cfg, "math")
     people = [e.name for e in kb.of_type("person")]
     task_probs = make_problems(mrng, people, n_tr + n_te, set())
     corpus, heldout = _corpora(
         cfg, mrng, pages, repos, n_test_repos, task_probs, people, set(kb.by_name)
     )
 
-    tool = tool_tasks(_rng(cfg, "tool"), kb, *cfg.split_counts(t.tool))
+    tool = tool_tasks(component_rng(cfg, "tool"), kb, *cfg.split_counts(t.tool))
     pools = {
         "reasoning": reasoning_tasks(task_probs[:n_tr], task_probs[n_tr:]),
         "tool": tool,
-        "chat": chat_tasks(_rng(cfg, "chat"), kb, *cfg.split_counts(t.chat)),
+        "chat": chat_tasks(component_rng(cfg, "chat"), kb, *cfg.split_counts(t.chat)),
         "long_context": long_context_tasks(
             kb,
             pages,
@@ -175,30 +170,30 @@ def build_world(cfg: WorldConfig | None = None) -> World:
             *cfg.split_counts(t.long_context),
         ),
         "code": code_tasks(
-            _rng(cfg, "code_tasks"),
+            component_rng(cfg, "code_tasks"),
             space,
             *cfg.split_counts(t.code),
-            NameBank(_rng(cfg, "code_names")),
+            NameBank(component_rng(cfg, "code_names")),
             cfg.code_fresh_names,
         ),
         "terminal": terminal_tasks(
-            _rng(cfg, "terminal"),
-            NameBank(_rng(cfg, "terminal_names")),
+            component_rng(cfg, "terminal"),
+            NameBank(component_rng(cfg, "terminal_names")),
             *cfg.split_counts(t.terminal),
             cfg.terminal_fresh_slots,
         ),
         "swe": swe_tasks(
-            _rng(cfg, "swe"),
+            component_rng(cfg, "swe"),
             repos,
             n_test_repos,
             *cfg.split_counts(t.swe),
-            NameBank(_rng(cfg, "swe_names")),
+            NameBank(component_rng(cfg, "swe_names")),
             cfg.swe_fresh_repos,
             cfg.swe_fresh_functions,
-            _rng(cfg, "swe_balance") if cfg.swe_balance else None,
+            component_rng(cfg, "swe_balance") if cfg.swe_balance else None,
         ),
         "search": search_tasks(
-            _rng(cfg, "search"),
+            component_rng(cfg, "search"),
             kb,
             pages,
             *cfg.split_counts(t.search),
@@ -208,7 +203,7 @@ def build_world(cfg: WorldConfig | None = None) -> World:
     }
     task_pools = {s: {"train": tr, "test": te} for s, (tr, te) in pools.items()}
     world = World(cfg, kb, pages, repos, corpus, heldout, task_pools, [])
-    world.demos = build_demos(world, _rng(cfg, "demos"))
+    world.demos = build_demos(world, component_rng(cfg, "demos"))
     return world
 
 
@@ -263,93 +258,3 @@ def build_demos(world: World, rng: random.Random) -> list[Demo]:
     for task in pick("swe", cfg.n(c.swe, 1)):
         add("swe", swe_demo(task), task, ["view_function", "replace_function"])
     return demos
-
-
-# Fresh tasks: more of a suite's tasks from its own generator under another seed, none with the
-# instruction of a train or held-out task. The world's train tasks are all shown in SFT (demos,
-# expert episodes), so RL on them rewards recall; `fresh` tasks give RL new items of the same
-# kind, and `dev` ones (a disjoint set) let a stage pick its checkpoint without touching `test`.
-FRESH_SUITES = ("tool", "search", "terminal", "code", "swe", "reasoning")
-DEV_SIZE = 100
-
-
-def _n_test_repos(cfg: WorldConfig, repos: list[Repo]) -> int:
-    """How many of the world's first repos are held out (built from held-out functions)."""
-    return sum(r.split == "test" for r in repos)
-
-
-def _bug_key(task: Task) -> tuple[str, str, str]:
-    bug = task.context["bug"]
-    return task.context["repo"], bug["path"], bug["mutated"]
-
-
-def _family(task: Task) -> str | None:
-    """What fresh tasks take turns by: a terminal task's family, an SWE bug's function."""
-    if task.kind == "swe":
-        return task.context["bug"]["function"]
-    return task.metadata.get("family")
-
-
-def fresh_tasks(world: World, suite: str) -> dict[str, list[Task]]:
-    """{"dev": DEV_SIZE tasks times the world's scale, "fresh": up to as many as the suite's
-    train split} of `suite`, with no instruction of a train or test task, nor of each other;
-    generated on demand (both from one draw), the same every time for one world."""
-    if suite not in FRESH_SUITES:
-        raise ValueError(
-            f"suite {suite!r} has no fresh tasks; these do: {', '.join(FRESH_SUITES)}, tir"
-        )
-    cfg, kb = world.config, world.kb
-    have = {t.instruction for s in ("train", "test") for t in world.task_pools[suite][s]}
-    have |= {t.instruction for pool in world.task_pools.values() for t in pool["test"]}
-    n_dev, n_fresh = cfg.n(DEV_SIZE, 4), len(world.task_pools[suite]["train"])
-    n = n_dev + n_fresh
-    rng = _rng(cfg, f"fresh:{suite}")
-    if suite == "tool":
-        pool, _ = tool_tasks(rng, kb, 2 * n, 0)
-    elif suite == "search":
-        pool, _ = search_tasks(rng, kb, world.pages, 2 * n, 0, cfg.search_hops)
-    elif suite == "terminal":
-        pool, _ = terminal_tasks(
-            rng, NameBank(_rng(cfg, "fresh:terminal_names")), 2 * n, 0, cfg.terminal_fresh_slots
-        )
-    elif suite == "swe":  # other bugs in the train repos; never one in a held-out repo
-        seen = {_bug_key(t) for t in world.task_pools["swe"]["train"]}
-        pool, _ = swe_tasks(rng, world.repos, _n_test_repos(cfg, world.repos), 2 * n, 0)
-        pool = [t for t in pool if _bug_key(t) not in seen]  # a train bug with another example
-    elif suite == "code":  # train functions no train task uses first; never a held-out one
-        used = {t.metadata["template"] for t in world.task_pools["code"]["train"]}
-        train = code_space(cfg.seed).train
-        funcs = [f for f in train if f.key not in used] + [f for f in train if f.key in used]
-        pool = code_pool(
-            rng,
-            funcs[: 2 * n],
-            2 * n,
-            NameBank(_rng(cfg, "fresh:code_names")),
-            cfg.code_fresh_names,
-        )
-    else:
-        people = [e.name for e in kb.of_type("person")]
-        pool, _ = reasoning_tasks(make_problems(rng, people, n, set(have)), [])
-    pool = [t for t in pool if t.instruction not in have]
-    # distinct instructions, the families taking turns (terminal's families, SWE's buggy
-    # functions: drawn as they come, the demo world's SWE pool had up to 27 bugs of one function
-    # to none of another, and RL hardly ever sampled the fixes SFT had not taught)
-    by_family: dict = {}
-    for t in {t.instruction: t for t in reversed(pool)}.values():
-        by_family.setdefault(_family(t), []).append(t)
-    turns = [t for row in zip_longest(*by_family.values()) for t in row if t is not None]
-    size = {"dev": n_dev, "fresh": n_fresh}
-    out: dict[str, list[Task]] = {"dev": [], "fresh": []}
-    for t in turns:  # dealt to the open split furthest behind its size: both cover every family
-        open_ = [s for s in out if len(out[s]) < size[s]]
-        if not open_:
-            break
-        out[min(open_, key=lambda s: len(out[s]) / size[s])].append(t)
-    for split, tasks in out.items():
-        if not tasks:
-            raise ValueError(
-                f"no {split} {suite} tasks could be drawn beside the train and test ones"
-            )
-        for i, t in enumerate(tasks):
-            t.id, t.split = f"{suite}-{split}-{i:05d}", split
-    return out

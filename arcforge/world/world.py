@@ -1,127 +1,52 @@
-"""The world: configuration, generation (`build_world`), accessors and save/load.
+"""The world: its parts, their accessors, and save / load.
 
-`build_world(cfg)` generates everything eagerly from one seed; every component gets its own
-rng derived from the seed and a component name (`random.Random("<seed>:<part>")`, which Python
-hashes with SHA-512), so adding a component never shifts another's output. A saved world is a
-directory of JSON/JSONL files; `World.load` reads it back into an equal World (`==`).
+`build_world` (arcforge.world.build) generates a World from one `WorldConfig`. A saved world is a
+directory of JSON and JSONL files (one record per line): config.json, kb.json, pages.jsonl,
+repos.jsonl, corpus.jsonl, heldout.jsonl, tasks/<suite>.<split>.jsonl, demos.jsonl, written with
+sorted keys so that the same world always produces byte-identical files; `World.load` reads it
+back into an equal World (`==`).
 """
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from arcforge.types import Task, Tool
-from arcforge.world.corpus import Doc
-from arcforge.world.demos import Demo
-from arcforge.world.kb import KB
-from arcforge.world.longctx import LongItem, make_long_items
-from arcforge.world.pages import Page
-from arcforge.world.repos import Repo
-from arcforge.world.suites import SUITES
-from arcforge.world.tools import make_tools
+from arcforge.world.code.repos import Repo
+from arcforge.world.fresh import fresh_tasks
+from arcforge.world.knowledge.kb import KB
+from arcforge.world.knowledge.pages import Page
+from arcforge.world.knowledge.tools import make_tools
+from arcforge.world.tasks.longctx import LongItem, make_long_items
+from arcforge.world.tasks.pools import SUITES
+from arcforge.world.text.corpus import Doc
+from arcforge.world.text.demos import Demo
+from arcforge.world.world_config import WorldConfig
 
 
-@dataclass
-class TaskCounts:
-    """Train / held-out task counts per suite (before `scale`)."""
-
-    reasoning: tuple[int, int] = (1500, 300)
-    tool: tuple[int, int] = (400, 300)
-    chat: tuple[int, int] = (300, 300)  # 300 held out: n = 100 left general RL its noise (+-0.06)
-    long_context: tuple[int, int] = (60, 30)
-    code: tuple[int, int] = (240, 40)
-    terminal: tuple[int, int] = (420, 105)  # 60 / 15 per family
-    swe: tuple[int, int] = (40, 20)
-    search: tuple[int, int] = (300, 100)
+def _dump(path: Path, obj: object) -> None:
+    path.write_text(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-@dataclass
-class DemoCounts:
-    """SFT demos per kind (before `scale`). Reasoning stays small on purpose: RL needs room."""
-
-    reasoning: int = 120
-    reasoning_no_think: int = 40
-    tool: int = 160
-    tool_correction: int = 40
-    chat: int = 80
-    code: int = 30
-    terminal: int = 35
-    swe: int = 10
+def _dump_lines(path: Path, records: list[dict]) -> None:
+    with path.open("w") as f:
+        for r in records:
+            f.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-@dataclass
-class EpisodeCounts:
-    """SFT conversations per kind recorded from scripted experts acting in the real
-    environments (`world:episodes` sources, arcforge.synth.episodes; before `scale`)."""
-
-    tool: int = 120
-    search: int = 60
-    tir: int = 60
-    code: int = 40
-    terminal: int = 40
-    swe: int = 16
-    swarm: int = 0  # orchestrator episodes (`world:episodes/swarm`; off unless a config asks)
-
-
-@dataclass
-class WorldConfig:
-    """Sizes for the CPU demo; `scale` multiplies entity, corpus, task, demo counts."""
-
-    seed: int = 0
-    scale: float = 1.0
-    n_people: int = 1800
-    n_places: int = 240
-    n_orgs: int = 360
-    n_works: int = 900
-    heldout_frac: float = 0.08
-    n_repos: int = 12
-    n_test_repos: int = 4
-    code_to_web: float = 0.4  # code chars per web char (web 50%, code 20%, math 30%)
-    math_to_web: float = 0.6
-    copy_drills: float = 0.0  # copy-drill chars per web char (arcforge.world.drills)
-    terminal_fresh_slots: float = 0.0  # chance of a made-up value per terminal task slot
-    code_fresh_names: float = 0.0  # chance of a made-up function name per code train task
-    swe_fresh_repos: float = 0.0  # chance of a renamed (made-up) repo per SWE train task
-    swe_fresh_functions: float = 0.0  # chance of made-up function names per SWE train task
-    # SWE train bugs taking turns by buggy function (as fresh/dev tasks do), from 4x the draws:
-    # drawn as they come, a few functions take most bugs and SFT leaves the rare fixes unlearnt.
-    # Held-out bugs are drawn as before.
-    swe_balance: bool = False
-    # hop counts that search questions draw from, uniformly (Search-R1 mixes 1-hop NQ-style
-    # questions with HotpotQA-style multi-hop ones); the default leaves worlds as they were
-    search_hops: list[int] = field(default_factory=lambda: [2, 2, 3])
-    junk_frac: float = 0.05
-    dup_frac: float = 0.05
-    heldout_math: int = 300
-    heldout_snippets: int = 40
-    long_context_chars: list[int] = field(default_factory=lambda: [1000, 2000, 4000])
-    tasks: TaskCounts = field(default_factory=TaskCounts)
-    demos: DemoCounts = field(default_factory=DemoCounts)
-    episodes: EpisodeCounts = field(default_factory=EpisodeCounts)
-
-    def n(self, base: int, floor: int = 2) -> int:
-        return max(floor, round(base * self.scale))
-
-    def split_counts(self, counts: tuple[int, int]) -> tuple[int, int]:
-        """A kind's (train, test) task counts after `scale`."""
-        return self.n(counts[0]), self.n(counts[1])
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> WorldConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"world config has unknown key(s): {', '.join(unknown)}")
-        d = dict(d)
-        d["tasks"] = TaskCounts(**{k: tuple(v) for k, v in d.get("tasks", {}).items()})
-        d["demos"] = DemoCounts(**d.get("demos", {}))
-        d["episodes"] = EpisodeCounts(**d.get("episodes", {}))
-        return cls(**d)
+def _lines(path: Path) -> list[dict]:
+    if not path.exists():
+        raise FileNotFoundError(f"world directory is missing {path.name} (expected at {path})")
+    out = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+    return out
 
 
 @dataclass
@@ -150,11 +75,11 @@ class World:
             return [replace(t, kind="tir") for t in self.tasks("reasoning", split)]
         if suite not in self.task_pools:
             raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
-        if split in ("dev", "fresh"):  # generated on demand (arcforge.world.build.fresh_tasks)
-            from arcforge.world.build import fresh_tasks
-
+        if split in ("dev", "fresh"):  # generated on demand (arcforge.world.fresh)
             if suite not in self._fresh:
-                self._fresh[suite] = fresh_tasks(self, suite)
+                self._fresh[suite] = fresh_tasks(
+                    self.config, self.kb, self.pages, self.repos, self.task_pools, suite
+                )
             return list(self._fresh[suite][split])
         if split not in ("train", "test"):
             raise ValueError(f"split must be 'train', 'test', 'dev' or 'fresh', got {split!r}")
@@ -177,12 +102,39 @@ class World:
         return make_long_items(self.kb, self.pages, n, target_chars, split, rng)
 
     def save(self, path: str | Path) -> None:
-        from arcforge.world.store import save_world
-
-        save_world(self, Path(path))
+        """Write the world as a directory of JSON / JSONL files (the layout above)."""
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "tasks").mkdir(exist_ok=True)
+        _dump(root / "config.json", self.config.to_dict())
+        _dump(root / "kb.json", self.kb.to_dict())
+        _dump_lines(root / "pages.jsonl", [asdict(p) for p in self.pages])
+        _dump_lines(root / "repos.jsonl", [r.to_dict() for r in self.repos])
+        _dump_lines(root / "corpus.jsonl", [d.to_dict() for d in self.corpus_docs])
+        _dump_lines(root / "heldout.jsonl", [d.to_dict() for d in self.heldout_docs])
+        for suite, splits in self.task_pools.items():
+            for split, tasks in splits.items():
+                _dump_lines(root / "tasks" / f"{suite}.{split}.jsonl", [t.to_dict() for t in tasks])
+        _dump_lines(root / "demos.jsonl", [d.to_dict() for d in self.demos])
 
     @classmethod
     def load(cls, path: str | Path) -> World:
-        from arcforge.world.store import load_world
-
-        return load_world(Path(path))
+        """The world `save` wrote to `path`, equal (`==`) to the one saved."""
+        root = Path(path)
+        if not (root / "config.json").exists():
+            raise FileNotFoundError(f"{root} is not a saved world (no config.json)")
+        cfg = WorldConfig.from_dict(json.loads((root / "config.json").read_text()))
+        pools: dict[str, dict[str, list[Task]]] = {}
+        for f in sorted((root / "tasks").glob("*.jsonl")):
+            suite, split = f.stem.rsplit(".", 1)
+            pools.setdefault(suite, {})[split] = [Task.from_dict(d) for d in _lines(f)]
+        return cls(
+            config=cfg,
+            kb=KB.from_dict(json.loads((root / "kb.json").read_text())),
+            pages=[Page(**d) for d in _lines(root / "pages.jsonl")],
+            repos=[Repo.from_dict(d) for d in _lines(root / "repos.jsonl")],
+            corpus_docs=[Doc(**d) for d in _lines(root / "corpus.jsonl")],
+            heldout_docs=[Doc(**d) for d in _lines(root / "heldout.jsonl")],
+            task_pools=pools,
+            demos=[Demo.from_dict(d) for d in _lines(root / "demos.jsonl")],
+        )

@@ -116,6 +116,7 @@ def test_planted_reference_in_a_training_source_is_found(small_world, tmp_path):
 
 
 def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path):
+    from arcforge.audit.checks import run_audits
     from arcforge.report import write_report
     from arcforge.run_config import dump_config, load_config
 
@@ -145,6 +146,7 @@ def test_report_shows_contamination_baselines_and_seconds(small_world, tmp_path)
     (tmp_path / "checks" / "baselines.json").write_text(
         json.dumps({"suites": {"code": base}, "max_exec": 8, "seconds": 2.0})
     )
+    assert run_audits(tmp_path) == {}
     md = write_report(tmp_path).read_text()
     rep = json.loads((tmp_path / "report.json").read_text())
     cont = rep["contamination"]["suites"]

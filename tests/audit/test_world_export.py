@@ -104,7 +104,7 @@ def test_cli_world_out_writes_suites_and_text(tmp_path):
     # the exported dir is checked against the config it was exported with
     out = tmp_path / "checks.json"
     res = CliRunner().invoke(
-        app, ["eval-contamination", str(tmp_path), "--no-baselines", "--out", str(out)]
+        app, ["eval", "contamination", str(tmp_path), "--no-baselines", "--out", str(out)]
     )
     assert res.exit_code == 0, res.output
     checks = json.loads(out.read_text())["contamination"]

@@ -23,7 +23,8 @@ from tiny_models import end_biased_nano
 from arcforge.chat.formats import NativeFormat, attach_format, scripted_reply
 from arcforge.model.families import FAMILIES, family_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episode
-from arcforge.rollout.engine import Completion, LocalEngine
+from arcforge.rollout.engines.base import Completion
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.train.rollout_batch import pad_trajectories
 from arcforge.types import Message, Reward, Task, Tool, ToolCall
 
@@ -317,6 +318,6 @@ def test_scripted_expert_replies_in_the_family_format(fmt):
 
 
 def SamplingParamsFor(fmt: NativeFormat):
-    from arcforge.rollout.engine import SamplingParams
+    from arcforge.rollout.engines.base import SamplingParams
 
     return SamplingParams(max_new_tokens=256, stop_token_ids=tuple(fmt.stop_ids()))

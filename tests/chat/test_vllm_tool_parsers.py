@@ -17,7 +17,8 @@ from arcforge.model.checkpoint import load_model
 from arcforge.model.families import family_tokenizer
 from arcforge.model.importer import real_checkpoint
 from arcforge.model.tokenizer import load_tokenizer, save_tokenizer
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.types import Message, Tool, ToolCall
 
 pytestmark = pytest.mark.engines

@@ -16,7 +16,7 @@ from arcforge.data.sources import (
     load_records,
     mix,
     parse_source,
-    register_world_resolver,
+    register_source,
 )
 
 CHAT = {
@@ -155,12 +155,8 @@ def test_world_resolver():
 
     with pytest.raises(DataError, match="no world resolver"):
         load_records("world:math")
-    register_world_resolver(resolver)
-    try:
-        assert load_records("world:math:test")[0].origin == "world:math"
-        assert calls == [("math", "test")]
-    finally:
-        register_world_resolver(None)
+    assert load_records("world:math:test", world=resolver)[0].origin == "world:math"
+    assert calls == [("math", "test")]
 
 
 def _recs(tag, n):
@@ -193,17 +189,27 @@ def test_mix_cycles_small_source_and_rounds_by_largest_remainder():
         mix([(SourceSpec(source="jsonl:e"), [])], n=2, seed=0)
 
 
-def test_run_dir_placeholder_expands_to_the_registered_run(tmp_path):
-    import pytest
-
-    from arcforge.data.sources import DataError, load_records, register_run_dir
-
+def test_run_dir_placeholder_expands_to_the_given_run(tmp_path):
     (tmp_path / "pool.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n')
-    register_run_dir(None)
     with pytest.raises(DataError, match="run_dir"):
         load_records("jsonl:{run_dir}/pool.jsonl")
-    register_run_dir(str(tmp_path))
-    try:
-        assert [r.answer for r in load_records("jsonl:{run_dir}/pool.jsonl")] == ["2"]
-    finally:
-        register_run_dir(None)
+    recs = load_records("jsonl:{run_dir}/pool.jsonl", run_dir=tmp_path)
+    assert [r.answer for r in recs] == ["2"]
+
+
+def test_a_registered_source_reads_records_and_dicts(monkeypatch):
+    from arcforge.data import sources
+
+    monkeypatch.setattr(sources, "SOURCES", {})  # the registry as a fresh process has it
+    with pytest.raises(DataError, match="bad source 'csv:x'"):
+        parse_source("csv:x")
+    rows = [QA, Record(text="kept as is", origin="mine"), {"prompt": "no answer"}]
+    register_source("csv", lambda target: rows if target == "qa.csv" else [])
+    assert parse_source("csv:qa.csv").kind == "csv"
+    assert SourceSpec(source="csv:qa.csv").weight == 1.0  # a mixture entry accepts it
+    recs = load_records("csv:qa.csv")  # the bad dict is skipped (and logged)
+    assert [(r.answer, r.origin) for r in recs] == [("9", "csv:qa.csv#1"), (None, "mine")]
+    with pytest.raises(DataError, match="csv:qa.csv#3: bad record"):
+        load_records("csv:qa.csv", on_error="fatal")
+    with pytest.raises(ValueError, match="built in"):
+        register_source("jsonl", lambda target: [])

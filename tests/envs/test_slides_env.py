@@ -8,9 +8,9 @@ from arcforge.browser import browser_missing
 from arcforge.envs.registry import make_env
 from arcforge.envs.slides import SlidesEnv
 from arcforge.types import Message, Task
-from arcforge.world.kb import build_kb
-from arcforge.world.names import NameBank
-from arcforge.world.slides import reference_deck, slides_tasks
+from arcforge.world.knowledge.kb import build_kb
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.tasks.slide_decks import reference_deck, slides_tasks
 
 
 def _task() -> Task:

@@ -22,8 +22,8 @@ from arcforge.rollout.policies import expert_script
 from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, ToolCall
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.demos import fix_code, fixed_function, swe_demo
-from arcforge.world.pysource import SWE_TOOLS, WORLD_SWE_TOOLS, definition_at, definitions
+from arcforge.world.code.pysource import SWE_TOOLS, WORLD_SWE_TOOLS, definition_at, definitions
+from arcforge.world.text.demos import fix_code, fixed_function, swe_demo
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 
@@ -106,8 +106,8 @@ def test_a_renamed_repo_task_runs_in_its_own_package(world, env):
     """swe_fresh_repos: the same bugs, in copies of the train repos under made-up names."""
     import random
 
-    from arcforge.world.names import NameBank
-    from arcforge.world.suites import swe_tasks
+    from arcforge.world.knowledge.names import NameBank
+    from arcforge.world.tasks.pools import swe_tasks
 
     repos, n_test = world.repos, 1
     plain, _ = swe_tasks(random.Random(3), repos, n_test, 4, 1)
@@ -347,8 +347,8 @@ def test_made_up_function_names_run_and_the_expert_fixes_them(world, env):
     """swe_fresh_functions: the same bugs, in train repos whose functions have made-up names."""
     import random
 
-    from arcforge.world.names import NameBank
-    from arcforge.world.suites import swe_tasks
+    from arcforge.world.knowledge.names import NameBank
+    from arcforge.world.tasks.pools import swe_tasks
 
     plain, _ = swe_tasks(random.Random(3), world.repos, 1, 3, 1)
     fresh, test = swe_tasks(
@@ -435,7 +435,7 @@ def test_balanced_train_bugs_take_turns_by_function_and_leave_the_test_split(wor
     import random
     from collections import Counter
 
-    from arcforge.world.suites import swe_tasks
+    from arcforge.world.tasks.pools import swe_tasks
 
     repos, n = world.repos, 12
     plain, plain_test = swe_tasks(random.Random(3), repos, 1, n, 4)

@@ -9,7 +9,7 @@ from arcforge.envs.terminal_env import TerminalEnv
 from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message, Task, ToolCall, Validation
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.demos import terminal_demo
+from arcforge.world.text.demos import terminal_demo
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 

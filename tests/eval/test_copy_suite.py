@@ -11,7 +11,8 @@ import torch
 
 from arcforge.config import EvalCfg
 from arcforge.eval.copying import TEMPLATES, CopyItem, probe_names, score_copy, summary
-from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 

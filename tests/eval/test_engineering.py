@@ -9,15 +9,16 @@ from arcforge.config import EvalCfg
 from arcforge.envs.chain_env import ChainEnv
 from arcforge.envs.explore_env import ExploreEnv
 from arcforge.eval.engineering import backend_tasks, expert_engine_for
-from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine
 from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message
-from arcforge.world.chains import chain_tasks
-from arcforge.world.explore import explore_tasks
+from arcforge.world.tasks.chains import chain_tasks
+from arcforge.world.tasks.explore import explore_tasks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

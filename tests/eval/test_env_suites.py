@@ -9,10 +9,11 @@ from dataclasses import replace
 import pytest
 
 from arcforge.config import EvalCfg
-from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import Completion, SamplingParams
+from arcforge.rollout.engines.base import Completion, SamplingParams
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine, expert_engine
 from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.types import Message
@@ -64,8 +65,8 @@ def test_code_items_of_one_held_out_function_form_one_cluster(world):
     import random
 
     from arcforge.eval.suites import solution_clusters
-    from arcforge.world.codelib import code_space
-    from arcforge.world.suites import code_task
+    from arcforge.world.code.codelib import code_space
+    from arcforge.world.tasks.pools import code_task
 
     tasks = world.tasks("code", "test")  # one distinct function per held-out item
     assert solution_clusters(tasks) is None
@@ -86,8 +87,8 @@ def test_swe_bugs_sharing_a_fix_form_one_cluster(world):
     import random
 
     from arcforge.eval.suites import solution_clusters
-    from arcforge.world.demos import fixed_body
-    from arcforge.world.suites import swe_tasks
+    from arcforge.world.tasks.pools import swe_tasks
+    from arcforge.world.text.demos import fixed_body
 
     assert solution_clusters(world.tasks("swe", "test")) is None  # one function per item
     # many bugs drawn from one repo: some share a fixed body
@@ -139,7 +140,7 @@ def test_sampled_env_suite_averages_k_episodes_per_task(world, tok, model):
 
 
 def test_sampled_env_suite_is_seeded_and_not_greedy(world, tok, model):
-    from arcforge.rollout.engine import LocalEngine
+    from arcforge.rollout.engines.local import LocalEngine
 
     ev = Evaluator(model, tok, LocalEngine(model, pad_token_id=tok.pad_token_id or 0), world)
     cfg = EvalCfg(

@@ -20,7 +20,7 @@ from tiny_models import end_biased_nano
 from arcforge.eval.external import bfcl, open_suite
 from arcforge.eval.external.endpoint import EndpointResponder
 from arcforge.model.tokenizer import train_tokenizer
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.serve import create_app
 
 

@@ -15,7 +15,7 @@ from arcforge.eval.judge import JudgeTools, judge_check, judge_project, load_che
 from arcforge.eval.webproject import RunningProject, build_success_rate, detect_project
 from arcforge.llm import LLMClient
 from arcforge.replay import ReplayServer
-from arcforge.world.webapps import write_webapp
+from arcforge.world.code.webapps import write_webapp
 
 needs_browser = pytest.mark.skipif(
     browser_missing() is not None, reason=f"needs a browser: {browser_missing()}"
@@ -125,7 +125,7 @@ def test_judge_fails_the_planted_bug_and_passes_the_fix(tmp_path):
 
 
 @needs_browser
-def test_judge_on_a_python_app_and_the_cli_alias(tmp_path, monkeypatch):
+def test_judge_on_a_python_app_through_the_cli(tmp_path, monkeypatch):
     from arcforge.cli import main
 
     apps = [write_webapp(tmp_path / "c1", "counter", buggy=True)]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from arcforge.config import EvalCfg
-from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.stats import LOWER_IS_BETTER

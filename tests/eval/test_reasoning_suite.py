@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from arcforge.config import EvalCfg
-from arcforge.eval.suites import SUITES, Evaluator
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.policies import GarbageEngine, expert_engine
 
 

@@ -1,12 +1,18 @@
 """The swarm suite's two arms on the same held-out items: with scripted experts both solve
 every item, and critical steps follow by hand from the scripts."""
 
-from arcforge.eval.suites import SUITES, Evaluator
-from arcforge.eval.swarm import run_arms
+from arcforge.eval.evaluator import Evaluator
+from arcforge.eval.suites import SUITES
+from arcforge.eval.swarm_suite import run_arms
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.rollout.policies import ScriptedEngine, expert_script
-from arcforge.world.swarm import single_expert_script, subtasks, swarm_expert_script, swarm_tasks
+from arcforge.world.tasks.wide_search import (
+    single_expert_script,
+    subtasks,
+    swarm_expert_script,
+    swarm_tasks,
+)
 
 
 def test_swarm_and_single_agent_critical_steps_on_the_same_items(world, tok):

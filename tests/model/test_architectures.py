@@ -13,7 +13,8 @@ from torch.testing import assert_close
 from transformers import AutoModelForCausalLM, Glm4MoeConfig, Qwen3Config, Qwen3MoeConfig
 
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.train.rl import train_rl
 
 PAD, BOS, END, SEP, D0, V = 0, 1, 2, 3, 10, 24

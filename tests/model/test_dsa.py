@@ -16,7 +16,8 @@ from arcforge.config import OptimCfg
 from arcforge.model.checkpoint import init_model
 from arcforge.model.dsa import StableTopkIndexer, indexers, stable_topk
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.stages.rl import RLStageCfg
 from arcforge.train.optim import build_optimizer
 

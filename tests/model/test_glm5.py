@@ -14,7 +14,8 @@ from arcforge.model.checkpoint import count_params, init_model, load_model, save
 from arcforge.model.dsa import StableTopkIndexer, use_stable_topk
 from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.train.optim import build_optimizer
 
 V = 96

@@ -12,16 +12,19 @@ from tiny_models import glm5_two_layers, small_llama
 
 from arcforge.config import EngineCfg, OptimCfg
 from arcforge.errors import ConfigError
+from arcforge.metrics import read_rows
 from arcforge.model.checkpoint import init_model
 from arcforge.model.moe import load_stats, record_routing, routers
 from arcforge.model.presets import build_config
 from arcforge.report import write_report
-from arcforge.rollout.engine import LocalEngine, SamplingParams, make_engine
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.factory import make_engine
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.prompts import RLPrompt
 from arcforge.stages.rl import RLStageCfg
-from arcforge.train.loop import Phase, read_rows, train_loop
+from arcforge.train.loop import Phase, train_loop
 from arcforge.train.rl import (
     PromptStream,
-    RLPrompt,
     collect_rollouts,
     policy_backward,
     train_rl,

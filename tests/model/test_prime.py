@@ -10,7 +10,7 @@ from arcforge.data.copy_rows import copy_rows, plain_token_ids
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.prime import copy_config_fields, init_for_copying
-from arcforge.train.loop import build_optimizer, lr_at
+from arcforge.train.optim import build_optimizer, lr_at
 
 V, T = 256, 48
 STEPS = 250

@@ -16,7 +16,7 @@ import torch
 from child_runs import run_cli
 
 from arcforge.chat.formats import NativeFormat, chat_format
-from arcforge.eval.harness import load_engine
+from arcforge.eval.evaluator import load_engine
 from arcforge.model.importer import real_checkpoint
 from arcforge.rollout.agent import AgentConfig, run_episode
 from arcforge.types import Message, Reward, Task, Tool
@@ -108,8 +108,9 @@ def test_one_sft_step_one_rl_step_and_an_episode_on_the_real_checkpoint(tmp_path
 
     from arcforge.model.checkpoint import load_model
     from arcforge.model.tokenizer import load_tokenizer
-    from arcforge.rollout.engine import LocalEngine
-    from arcforge.train.rl import RLPrompt, stop_token_ids, train_rl
+    from arcforge.rollout.engines.local import LocalEngine
+    from arcforge.rollout.prompts import RLPrompt, stop_token_ids
+    from arcforge.train.rl import train_rl
     from arcforge.train.sft import SFTExample, make_batch_fn, sft_loss
     from arcforge.types import ToolCall
 

@@ -131,9 +131,9 @@ def test_the_kill_hook_fires_after_the_named_stages_nth_row_only(tmp_path, monke
     another stage does nothing; a malformed count is a UserError."""
     code = (
         "import sys; from pathlib import Path; from arcforge.pipeline import arm_kill_hook; "
-        "from arcforge.train.loop import MetricsLog; assert arm_kill_hook('t') is None; "
-        "log = MetricsLog(Path(sys.argv[1])); log.write(step=1); "
-        "arm_kill_hook('s'); [log.write(step=i) for i in range(2, 9)]"
+        "from arcforge.metrics import JsonlSink; assert arm_kill_hook('t') is None; "
+        "log = JsonlSink(Path(sys.argv[1])); log.log(1, {}); "
+        "arm_kill_hook('s'); [log.log(i, {}) for i in range(2, 9)]"
     )
     path = tmp_path / "m.jsonl"
     env = {**os.environ, "ARCFORGE_KILL_AFTER": "s:2"}

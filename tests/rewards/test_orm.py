@@ -13,7 +13,7 @@ from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rewards.orm import RewardModel
 from arcforge.train.reward_model import Pair, RewardModelCfg, pair_accuracy, train_reward_model
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.preferences import preference_pairs
+from arcforge.world.text.preferences import preference_pairs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from arcforge.rewards import registry
 from arcforge.rewards.code import code_reward, extract_code
-from arcforge.rewards.registry import reward_fn_for, score
+from arcforge.rewards.registry import register_reward, reward_fn_for, score
 from arcforge.sandbox.bwrap import bwrap_available
-from arcforge.types import Task, Validation
+from arcforge.types import Reward, Task, Validation
 
 TESTS = (
     "from solution import add\n\n\n"
@@ -75,8 +76,8 @@ def test_reasoning_gym_source_is_scored_by_its_own_scorer():
 def test_code_reward_completes_a_stub_task_with_a_body_only_reply():
     import random
 
-    from arcforge.world.codelib import code_space
-    from arcforge.world.suites import code_task
+    from arcforge.world.code.codelib import code_space
+    from arcforge.world.tasks.pools import code_task
 
     tpl = next(t for t in code_space(0).train if t.returns == "list")
     task = code_task(random.Random(0), tpl, tpl.names[0])
@@ -84,3 +85,14 @@ def test_code_reward_completes_a_stub_task_with_a_body_only_reply():
     assert score(f"```python\n{task.metadata['body']}```", task).score == 1.0
     assert score(f"```python\n{task.metadata['solution']}```", task).score == 1.0
     assert score("```python\n    return None\n```", task).score == 0.0
+
+
+def test_a_registered_reward_scores_its_kind_and_its_scorer_name(monkeypatch):
+    monkeypatch.setattr(registry, "REWARDS", dict(registry.REWARDS))  # left as it was
+    task = Task("s-1", "sql", "count rows", validation=Validation(answer="3"))
+    with pytest.raises(ValueError, match="no reward function .*'sql'"):
+        score("3", task)
+    register_reward("sql", lambda reply, task: Reward(float(reply == task.validation.answer)))
+    assert score("3", task).score == 1.0 and score("4", task).score == 0.0
+    routed = Task("m-1", "math", "1+2?", metadata={"scorer": "sql"}, validation=task.validation)
+    assert reward_fn_for(routed)("3", routed).score == 1.0  # metadata scorer before kind

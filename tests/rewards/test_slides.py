@@ -12,9 +12,9 @@ from arcforge.browser import browser_missing
 from arcforge.rewards.slides import coverage, deck_reward, slide_scores
 from arcforge.rewards.slides_static import extract_html, static_check
 from arcforge.rewards.slides_visual import whitespace
-from arcforge.world.kb import build_kb
-from arcforge.world.names import NameBank
-from arcforge.world.slides import DesignRules, reference_deck, slides_tasks
+from arcforge.world.knowledge.kb import build_kb
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.tasks.slide_decks import DesignRules, reference_deck, slides_tasks
 
 RULES = DesignRules(font_px=(16, 64), palette=["#ffffff", "#111111"], max_spacing_px=72)
 DOC = """<!DOCTYPE html><html><head><title>t</title><style>

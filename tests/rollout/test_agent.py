@@ -25,7 +25,7 @@ from arcforge.rollout.agent import (
     run_episode,
     run_episodes,
 )
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.policies import ScriptedEngine, expert_engine
 from arcforge.types import Message, Reward, Task, Tool, ToolCall, Trajectory
 

@@ -27,7 +27,7 @@ from arcforge.llm import LLMClient
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.chat_serve import reply_message
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.serve import create_app
 from arcforge.types import Message, ToolCall
 

@@ -7,7 +7,8 @@ from torch.testing import assert_close
 from transformers import LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import Completion, Engine, LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import Completion, Engine, SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 
 PAD = 0
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20], [30, 31, 32, 33, 34]]

@@ -18,7 +18,7 @@ from arcforge.rollout.envservice import (
     HttpEndpoint,
     http_service,
 )
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
 from arcforge.rollout.policies import expert_engine
 from arcforge.rollout.workers import LocalWorkers
 
@@ -76,7 +76,10 @@ def test_protocol_errors_name_the_service_and_the_problem(world, servers):
 def test_jobs_of_a_dead_service_are_retried_on_another(world, tok, servers):
     pool = world.tasks("search")[:6]
     a, b = servers("a", n=2), servers("b", n=2)
-    orch = Orchestrator({"search": pool}, Mixture({"search": 1}), 6, group_size=1, max_retries=3)
+    orch = Orchestrator(
+        {"search": pool},
+        OrchestratorSettings(Mixture({"search": 1}), 6, group_size=1, max_retries=3),
+    )
     orch.register(http_service(a.url, timeout=5))
     orch.register(http_service(b.url, timeout=5))
     a.stop()  # service a is gone before any episode: every job placed there must move to b

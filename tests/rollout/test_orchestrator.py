@@ -15,9 +15,16 @@ from arcforge.envs.base import StepResult
 from arcforge.errors import ConfigError
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.envservice import local_service
-from arcforge.rollout.orchestrator import Group, Mixture, Orchestrator, PoolFailing
+from arcforge.rollout.orchestrator import (
+    Group,
+    GroupBatch,
+    Mixture,
+    Orchestrator,
+    OrchestratorSettings,
+    PoolFailing,
+)
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.types import Message, Reward, Segment, Task, Trajectory
 from arcforge.world import WorldConfig, build_world
@@ -111,7 +118,8 @@ def test_mixture_quotas_and_tolerance():
 def test_a_pool_of_several_kinds_runs_each_task_on_its_kinds_service():
     mixed = tasks("math", 2) + tasks("search", 2)  # e.g. one synthesized jsonl source
     orch = Orchestrator(
-        {"mixed": mixed, "math": tasks("math", 2)}, Mixture({"mixed": 1, "math": 1}), 2, tau=1
+        {"mixed": mixed, "math": tasks("math", 2)},
+        OrchestratorSettings(Mixture({"mixed": 1, "math": 1}), 2, tau=1),
     )
     for kind in ("math", "search"):
         orch.register(local_service(kind, [kind], lambda t: SleepEnv(t.kind, 0)))
@@ -121,8 +129,18 @@ def test_a_pool_of_several_kinds_runs_each_task_on_its_kinds_service():
     assert orch.acquire(timeout=0.05) is None
 
 
+def test_batch_carries_its_group_size_and_refuses_groups_of_another():
+    orch = Orchestrator({"math": tasks("math", 3)}, OrchestratorSettings(Mixture({"math": 1}), 1))
+    orch.inject(_group(0, "math", version=0))
+    assert orch.next_batch(timeout=1).group_size == 1
+    with pytest.raises(ValueError, match=r"group_size 2 holds groups of \[1\] episodes"):
+        GroupBatch([_group(1, "math", version=0)], version=0, group_size=2)
+
+
 def test_injected_stale_group_is_dropped_and_counted():
-    orch = Orchestrator({"math": tasks("math", 3)}, Mixture({"math": 1}), 1, tau=1)
+    orch = Orchestrator(
+        {"math": tasks("math", 3)}, OrchestratorSettings(Mixture({"math": 1}), 1, tau=1)
+    )
     orch.set_version(3)
     orch.inject(_group(0, "math", version=1))  # 3 - 1 = 2 > tau: over-stale
     orch.inject(_group(1, "math", version=2))  # 3 - 2 = 1 <= tau
@@ -135,7 +153,9 @@ def test_injected_stale_group_is_dropped_and_counted():
 
 def test_tau0_k1_admits_exactly_one_batch_per_version():
     svc = local_service("s", ["math"], lambda t: SleepEnv("math", 0), max_concurrency=8)
-    orch = Orchestrator({"math": tasks("math", 5)}, Mixture({"math": 1}), 2, tau=0)
+    orch = Orchestrator(
+        {"math": tasks("math", 5)}, OrchestratorSettings(Mixture({"math": 1}), 2, tau=0)
+    )
     orch.register(svc)
     a, b = orch.acquire(timeout=0.1), orch.acquire(timeout=0.1)
     assert a and b and orch.acquire(timeout=0.05) is None  # cap = 2 groups at version 0
@@ -146,13 +166,18 @@ def test_tau0_k1_admits_exactly_one_batch_per_version():
     orch.set_version(1)
     assert orch.acquire(timeout=0.1) is not None
     # tau = 1, K = 2: (0 + 1 + 1) * 2 = 4 batches of one group may start at version 0
-    loose = Orchestrator({"math": tasks("math", 9)}, Mixture({"math": 1}), 1, tau=1, sync_every=2)
+    loose = Orchestrator(
+        {"math": tasks("math", 9)},
+        OrchestratorSettings(Mixture({"math": 1}), 1, tau=1, sync_every=2),
+    )
     loose.register(svc)
     assert sum(loose.acquire(timeout=0.05) is not None for _ in range(6)) == 4
 
 
 def test_failed_job_is_retried_elsewhere_and_late_results_are_discarded():
-    orch = Orchestrator({"math": tasks("math", 4)}, Mixture({"math": 1}), 1, max_retries=1)
+    orch = Orchestrator(
+        {"math": tasks("math", 4)}, OrchestratorSettings(Mixture({"math": 1}), 1, max_retries=1)
+    )
     for name in ("a", "b"):
         orch.register(local_service(name, ["math"], lambda t: SleepEnv("math", 0)))
     first = orch.acquire(timeout=0.1)
@@ -178,13 +203,13 @@ def test_failed_job_is_retried_elsewhere_and_late_results_are_discarded():
 
 def test_state_restore_keeps_versions_buffer_and_pending_jobs():
     pools = {"math": tasks("math", 6)}
-    orch = Orchestrator(pools, Mixture({"math": 1}), 2, tau=1)
+    orch = Orchestrator(pools, OrchestratorSettings(Mixture({"math": 1}), 2, tau=1))
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0)))
     orch.set_version(4)
     in_flight = orch.acquire(timeout=0.1)
     orch.inject(_group(99, "math", version=3))
     state = orch.state()
-    again = Orchestrator(pools, Mixture({"math": 1}), 2, tau=1)
+    again = Orchestrator(pools, OrchestratorSettings(Mixture({"math": 1}), 2, tau=1))
     again.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0)))
     again.restore(state)
     assert again.version == 4 and again.cursor == orch.cursor
@@ -199,7 +224,9 @@ def test_state_restore_keeps_versions_buffer_and_pending_jobs():
 
 def test_worker_killed_mid_episode_yields_exactly_one_trajectory_per_task(tok, engine):
     pool = tasks("math", 6)
-    orch = Orchestrator({"math": pool}, Mixture({"math": 1}), 6, group_size=1, tau=0)
+    orch = Orchestrator(
+        {"math": pool}, OrchestratorSettings(Mixture({"math": 1}), 6, group_size=1, tau=0)
+    )
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0.3, turns=2)))
     workers = LocalWorkers(orch, engine, tok, CFG, n=2)
     with running(workers):
@@ -217,7 +244,9 @@ def test_worker_killed_mid_episode_yields_exactly_one_trajectory_per_task(tok, e
 
 def test_environment_crash_is_retried_on_another_service(tok, engine):
     pool = tasks("math", 4)
-    orch = Orchestrator({"math": pool}, Mixture({"math": 1}), 4, group_size=2, max_retries=2)
+    orch = Orchestrator(
+        {"math": pool}, OrchestratorSettings(Mixture({"math": 1}), 4, group_size=2, max_retries=2)
+    )
     orch.register(local_service("broken", ["math"], lambda t: SleepEnv("math", 0, crash=True)))
     orch.register(local_service("good", ["math"], lambda t: SleepEnv("math", 0)))
     with running(LocalWorkers(orch, engine, tok, CFG, n=2)):
@@ -234,10 +263,7 @@ def test_a_pool_whose_environment_always_fails_stops_the_wait_with_its_error(tok
     instead of starving the mixture until the batch timeout."""
     orch = Orchestrator(
         {"math": tasks("math", 20), "swe": tasks("swe", 20)},
-        Mixture({"math": 1, "swe": 1}),
-        2,
-        max_retries=1,
-        max_pool_failures=3,
+        OrchestratorSettings(Mixture({"math": 1, "swe": 1}), 2, max_retries=1, max_pool_failures=3),
     )
     orch.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0)))
     # crashing at reset: a crash in step() is skipped when the random policy's first reply
@@ -257,7 +283,7 @@ def test_a_pool_whose_environment_always_fails_stops_the_wait_with_its_error(tok
 def test_mixture_ratios_hold_under_tenfold_latency_skew(tok, model, engine):
     SleepEnv.peak.clear()
     pools = {"math": tasks("math", 40), "search": tasks("search", 40)}
-    orch = Orchestrator(pools, Mixture({"math": 1, "search": 1}), 4, tau=2)
+    orch = Orchestrator(pools, OrchestratorSettings(Mixture({"math": 1, "search": 1}), 4, tau=2))
     orch.register(local_service("fast", ["math"], lambda t: SleepEnv("math", 0.02), 8))
     orch.register(local_service("slow", ["search"], lambda t: SleepEnv("search", 0.2), 8))
     workers = LocalWorkers(orch, engine, tok, CFG, n=6)
@@ -274,7 +300,9 @@ def test_mixture_ratios_hold_under_tenfold_latency_skew(tok, model, engine):
 
 
 def test_partial_rollout_continues_across_a_weight_push(tok, model, engine):
-    orch = Orchestrator({"math": tasks("math", 2)}, Mixture({"math": 1}), 1, tau=1)
+    orch = Orchestrator(
+        {"math": tasks("math", 2)}, OrchestratorSettings(Mixture({"math": 1}), 1, tau=1)
+    )
     orch.register(local_service("s", ["math"], lambda t: SleepEnv("math", 0.5, turns=3)))
     workers = LocalWorkers(orch, engine, tok, CFG, n=1)
     with running(workers):
@@ -300,7 +328,9 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_their_slots():
     mix = Mixture({"math": 1, "swe": 1})
 
     def fresh() -> Orchestrator:
-        o = Orchestrator(pools, mix, 2, group_size=2, tau=0, max_refill_tries=2)
+        o = Orchestrator(
+            pools, OrchestratorSettings(mix, 2, group_size=2, tau=0, max_refill_tries=2)
+        )
         for kind in pools:
             o.register(local_service(kind, [kind], lambda t: SleepEnv(t.kind, 0), 8))
         return o
@@ -330,10 +360,10 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_their_slots():
     resumed.complete(redo, _scored(redo, [0.0, 0.0]))
     assert resumed.ready()["math"] == 1 and resumed.uniform_by_pool["math"] == 2
     # without refills every group is kept, uniform or not
-    plain = Orchestrator(pools, mix, 2, group_size=2, tau=0)
+    plain = Orchestrator(pools, OrchestratorSettings(mix, 2, group_size=2, tau=0))
     plain.register(local_service("m", ["math"], lambda t: SleepEnv("math", 0), 8))
     lease = plain.acquire(timeout=0.1)
     plain.complete(lease, _scored(lease, [0.0, 0.0]))
     assert plain.ready()["math"] == 1 and plain.stats()["dropped_uniform"] == 0
     with pytest.raises(ConfigError, match="max_refill_tries"):
-        Orchestrator(pools, mix, 2, group_size=1, max_refill_tries=1)
+        Orchestrator(pools, OrchestratorSettings(mix, 2, group_size=1, max_refill_tries=1))

@@ -12,7 +12,7 @@ from worker_runs import kill_in_episode, running
 from arcforge.envs.registry import env_factory
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
 from arcforge.sandbox.bwrap import bwrap_available
 from arcforge.world import WorldConfig, build_world
 
@@ -32,7 +32,9 @@ def test_ray_workers_survive_a_killed_actor_and_take_weight_pushes():
     pool = world.tasks("terminal")[:4]
     init_ray(num_cpus=2)
     try:
-        orch = Orchestrator({"terminal": pool}, Mixture({"terminal": 1}), 4, group_size=1)
+        orch = Orchestrator(
+            {"terminal": pool}, OrchestratorSettings(Mixture({"terminal": 1}), 4, group_size=1)
+        )
         envs = ray_env_service("terminal", ["terminal"], env_factory(world), 4)
         orch.register(envs)
         cfg = AgentConfig(max_turns=2, max_new_tokens=16, context_budget=2048)

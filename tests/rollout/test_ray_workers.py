@@ -15,7 +15,7 @@ from worker_runs import kill_in_episode, running
 
 from arcforge.envs.registry import env_factory
 from arcforge.rollout.agent import AgentConfig
-from arcforge.rollout.orchestrator import Mixture, Orchestrator
+from arcforge.rollout.orchestrator import Mixture, Orchestrator, OrchestratorSettings
 
 ray = pytest.importorskip("ray")
 
@@ -35,7 +35,9 @@ def test_killed_ray_worker_loses_and_duplicates_no_trajectory(world, tok):
     pool = world.tasks("tool")[:N_TASKS]
     init_ray(address=None, num_cpus=2)  # the stage's `ray_address: null`: a local cluster
     try:
-        orch = Orchestrator({"tool": pool}, Mixture({"tool": 1}), N_TASKS, group_size=GROUP)
+        orch = Orchestrator(
+            {"tool": pool}, OrchestratorSettings(Mixture({"tool": 1}), N_TASKS, group_size=GROUP)
+        )
         envs = ray_env_service("tool", ["tool"], env_factory(world), 4)
         orch.register(envs)
         cfg = AgentConfig(max_turns=3, max_new_tokens=24, context_budget=1024)

@@ -12,7 +12,9 @@ import uvicorn
 from tiny_models import small_llama
 from torch.testing import assert_close
 
-from arcforge.rollout.engine import LocalEngine, SamplingParams, ServerEngine, _parse_choice
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.http import ServerEngine, parse_choice
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.serve import create_app
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20]]
@@ -98,10 +100,10 @@ def test_parse_vllm_choice():
             "top_logprobs": None,
         },
     }
-    c = _parse_choice(choice)
+    c = parse_choice(choice)
     assert (c.token_ids, c.logprobs, c.finish_reason) == ([12, 7], [-0.5, -1.25], "stop")
     with pytest.raises(RuntimeError, match="token ids"):
-        _parse_choice({"index": 0, "logprobs": {"tokens": ["hi"], "token_logprobs": [-1.0]}})
+        parse_choice({"index": 0, "logprobs": {"tokens": ["hi"], "token_logprobs": [-1.0]}})
 
 
 def test_server_engine_refuses_tempered_logprobs():

@@ -27,8 +27,9 @@ from safetensors.torch import load_file
 
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import SamplingParams, make_engine
-from arcforge.rollout.sglang_engine import SGLangEngine, parse_generate_response
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.factory import make_engine
+from arcforge.rollout.engines.sglang import SGLangEngine, parse_generate_response
 
 V = 64
 

@@ -11,8 +11,9 @@ from arcforge.model.checkpoint import init_model
 from arcforge.model.mtp import MTPHead, align_mtp
 from arcforge.model.presets import build_config
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.rollout.spec_decode import speculative_accept
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.engines.spec_decode import speculative_accept
 from arcforge.train.lm import train_lm
 from arcforge.train.loop import Phase
 

@@ -12,7 +12,7 @@ import pytest
 from arcforge.envs.registry import env_factory, make_env, world_index
 from arcforge.rewards.swarm import ParlReward, critical_steps, score_list, swarm_stats
 from arcforge.rollout.agent import AgentConfig
-from arcforge.rollout.engine import Completion, SamplingParams
+from arcforge.rollout.engines.base import Completion, SamplingParams
 from arcforge.rollout.policies import GarbageEngine, ScriptedEngine, expert_script
 from arcforge.rollout.swarm import (
     SubagentPool,
@@ -22,7 +22,7 @@ from arcforge.rollout.swarm import (
     swarm_env_maker,
 )
 from arcforge.types import Message, Task, ToolCall, Validation
-from arcforge.world.swarm import subtasks, swarm_expert_script, swarm_tasks
+from arcforge.world.tasks.wide_search import subtasks, swarm_expert_script, swarm_tasks
 
 CFG = AgentConfig(max_turns=5, max_new_tokens=2048, context_budget=16384)
 SUB = AgentConfig(max_turns=4, max_new_tokens=512, context_budget=8192)

@@ -6,7 +6,7 @@ One server serves the whole module; a second one, started on pushed weights, is 
 the pushed server must equal. The policy is the `tiny` preset (head_dim 128 / 4 = 32, which
 vLLM's CPU attention supports; nano's 16 it rejects) with tied embeddings, the case where an
 in-place reload of a tied checkpoint leaves vLLM's packed LM head stale (see
-arcforge/rollout/vllm_engine.py).
+arcforge/rollout/engines/vllm.py).
 
 Toy reasoning task (as in tests/train/test_rl.py): prompt [BOS, digit a, SEP], correct reply
 [digit (3a + 1) mod 10, END]. A short SFT where 40% of replies are right leaves the policy
@@ -34,8 +34,11 @@ from arcforge.config import EngineCfg
 from arcforge.errors import ConfigError, UserError
 from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine, SamplingParams, make_engine
-from arcforge.rollout.vllm_engine import DEFAULT_PYTHON, VLLMEngine, export_checkpoint
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.factory import make_engine
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.engines.server_process import export_checkpoint
+from arcforge.rollout.engines.vllm import DEFAULT_PYTHON, VLLMEngine
 from arcforge.train.async_rl import train_async_rl
 from arcforge.train.rl import train_rl
 from arcforge.train.rollout_batch import (

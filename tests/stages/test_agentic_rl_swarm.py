@@ -13,7 +13,7 @@ from arcforge.pipeline import run_pipeline
 from arcforge.run_config import load_config
 from arcforge.stages.agentic_rl import _swarm_pool
 from arcforge.world import World
-from arcforge.world.swarm import swarm_tasks
+from arcforge.world.tasks.wide_search import swarm_tasks
 
 CONFIG = Path(__file__).with_name("agentic_rl_smoke.yaml")
 

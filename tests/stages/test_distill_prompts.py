@@ -12,7 +12,7 @@ from arcforge.model.checkpoint import init_model
 from arcforge.model.presets import build_config
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.stages.distill import teacher_prompts
 from arcforge.types import Task, Validation
 from arcforge.world import WorldConfig, build_world

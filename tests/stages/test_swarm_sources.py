@@ -12,7 +12,7 @@ import pytest
 from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext
 from arcforge.run_config import load_config
-from arcforge.stages.common import world_records
+from arcforge.stages.world_source import world_records
 
 
 def test_world_swarm_resolves_to_wide_tasks_of_the_split(world):

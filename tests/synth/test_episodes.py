@@ -11,7 +11,6 @@ import pytest
 
 from arcforge.chat.encoding import encode_spans
 from arcforge.chat.template import ThinkingConfig, render
-from arcforge.data import sources
 from arcforge.envs.registry import env_factory, make_env
 from arcforge.errors import ConfigError
 from arcforge.pipeline import RunContext
@@ -19,8 +18,8 @@ from arcforge.rollout.agent import AgentConfig, run_episodes
 from arcforge.rollout.policies import expert_engine, expert_script, terminal_check
 from arcforge.run_config import RunCfg
 from arcforge.sandbox.bwrap import bwrap_available
-from arcforge.stages.common import world_records
 from arcforge.stages.sft import SFTStageCfg, _conversations
+from arcforge.stages.world_source import world_records
 from arcforge.synth.episodes import (
     KIND_SUITE,
     episode_views,
@@ -30,7 +29,7 @@ from arcforge.synth.episodes import (
     world_tasks,
 )
 from arcforge.train.sft import Conversation, encode_conversations
-from arcforge.world.world import EpisodeCounts
+from arcforge.world.world_config import EpisodeCounts
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run here")
 # tool: one conversation per mode; code/terminal: interleaved + turn_level
@@ -196,13 +195,8 @@ def test_world_episodes_source_feeds_the_sft_stage(world, tok, tmp_path):
         world_records(world, "episodes/terminal", "test", ctx)
     with pytest.raises(ConfigError, match="unknown kind 'slides'"):
         world_records(world, "episodes/slides", None, ctx)
-    previous = sources._world_resolver
-    sources.register_world_resolver(lambda s, sp: world_records(world, s, sp, ctx))
-    try:
-        stage = SFTStageCfg(name="sft", kind="sft", sources=[{"source": "world:episodes/terminal"}])
-        convs = _conversations(ctx, stage)
-    finally:
-        sources.register_world_resolver(previous)
+    stage = SFTStageCfg(name="sft", kind="sft", sources=[{"source": "world:episodes/terminal"}])
+    convs = _conversations(ctx, stage)  # reads world:episodes/terminal from the run's world
     assert len(convs) == len(recs)
     assert all([t.name for t in c.tools] == ["bash", "view_file", "edit_file"] for c in convs)
 

@@ -18,9 +18,9 @@ from arcforge.synth.slides import (
     token_loss_mask,
 )
 from arcforge.types import Reward
-from arcforge.world.kb import build_kb
-from arcforge.world.names import NameBank
-from arcforge.world.slides import reference_deck, slides_tasks
+from arcforge.world.knowledge.kb import build_kb
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.tasks.slide_decks import reference_deck, slides_tasks
 
 DECK = (
     '<p>intro</p><section class="slide"><h2>A</h2></section>\n'

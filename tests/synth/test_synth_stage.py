@@ -33,7 +33,7 @@ def _run_synth(run_dir, replay=None, **stage):
 @pytest.mark.slow
 def test_synth_stage_on_world_repos(tmp_path):
     import arcforge.stages  # noqa: F401  (registers the stage kinds)
-    from arcforge.world.pysource import WORLD_SWE_TOOLS
+    from arcforge.world.code.pysource import WORLD_SWE_TOOLS
 
     ctx, summary = _run_synth(tmp_path, swe_repos=1, swe_bugs=3, runs=1)
     [repo] = summary["swe"]  # swe_repos=1: one train-split repo

@@ -24,14 +24,21 @@ from tiny_models import end_biased_nano
 from arcforge.chat.tokens import END
 from arcforge.model.tokenizer import train_tokenizer
 from arcforge.rollout.agent import AgentConfig, run_episodes
-from arcforge.rollout.engine import LocalEngine, ServerEngine
+from arcforge.rollout.engines.http import ServerEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.rollout.envservice import local_service
 from arcforge.rollout.gateway import WeightSyncTimeout
-from arcforge.rollout.orchestrator import Batch, Group, Mixture, Orchestrator
+from arcforge.rollout.orchestrator import (
+    Group,
+    GroupBatch,
+    Mixture,
+    Orchestrator,
+    OrchestratorSettings,
+)
 from arcforge.rollout.workers import LocalWorkers
 from arcforge.stages.agentic_rl import AgenticRLStageCfg
 from arcforge.train.async_rl import batch_tensors, train_async_rl, train_step
-from arcforge.train.loop import build_optimizer
+from arcforge.train.optim import build_optimizer
 from arcforge.train.rl import policy_backward
 from arcforge.train.rollout_batch import pad_trajectories
 from arcforge.types import Reward, Segment, Trajectory
@@ -82,8 +89,8 @@ def test_batch_tensors_mask_observations_and_overlong_and_count_versions():
     )
     cut = _traj([env, ([3, 4], "model", [1, 1], [-0.1, -0.2], 1)], 0.0, "length")
     plain = [_traj([env, ([7], "model", [1], [-0.3], 2)], 0.0) for _ in range(2)]
-    batch = Batch([Group(0, "swe", "a", [partial, cut], 1), Group(1, "search", "b", plain, 2)], 3)
-    tb, st = batch_tensors(batch, group_size=2, pad_id=0)
+    groups = [Group(0, "swe", "a", [partial, cut], 1), Group(1, "search", "b", plain, 2)]
+    tb, st = batch_tensors(GroupBatch(groups, version=3, group_size=2), pad_id=0)
     # targets of `partial` are tokens 2..6: [2, 3, 4, 5, 6]; only the model tokens 3, 4, 6 train
     assert tb.targets[0].tolist() == [2, 3, 4, 5, 6]
     assert tb.mask[0].tolist() == [0, 1, 1, 0, 1]
@@ -106,8 +113,8 @@ def test_batch_tensors_count_partial_credit_in_reward_but_not_in_solved():
     pool's reward and its group's advantages, and not as solved."""
     seg = ([1, 2], "model", [1, 1], [-0.5, -0.5], 1)
     trajs = [_traj([seg], r) for r in (1.0, 0.25, 0.25, 0.0)]
-    batch = Batch([Group(0, "tool", "a", trajs[:2], 1), Group(1, "tool", "b", trajs[2:], 1)], 1)
-    tb, st = batch_tensors(batch, group_size=2, pad_id=0)
+    groups = [Group(0, "tool", "a", trajs[:2], 1), Group(1, "tool", "b", trajs[2:], 1)]
+    tb, st = batch_tensors(GroupBatch(groups, version=1, group_size=2), pad_id=0)
     assert st["reward_tool"] == pytest.approx(0.375) and st["solved_tool"] == 0.25
     assert st["signal_frac"] == 1.0  # (0.25, 0) differ: that all-wrong group has a gradient
     torch.testing.assert_close(tb.advantages[2:], torch.tensor([0.125, -0.125]))
@@ -165,17 +172,17 @@ def test_rows_sampled_at_their_pools_temperatures_are_scored_at_their_own(tok):
             for i, (p, o) in enumerate(zip(mine, outs))
         ]
         groups.append(Group(j, pool, f"t{j}", trajs, 0))
-    batch = Batch(groups, 0)
-    tb, _ = batch_tensors(batch, 2, tok.pad_token_id, {"cold": 0.5, "hot": 1.0})
+    batch = GroupBatch(groups, version=0, group_size=2)
+    tb, _ = batch_tensors(batch, tok.pad_token_id, {"cold": 0.5, "hot": 1.0})
     assert tb.temperature.tolist() == [0.5, 0.5, 1.0, 1.0]
     st = policy_backward(model, tb, c, temperature=c.temperature)
     assert abs(st["ratio_mean"] - 1.0) < 1e-4 and st["masked_frac"] == 0.0
-    one, _ = batch_tensors(batch, 2, tok.pad_token_id)  # no column: every row at the stage's 0.5
+    one, _ = batch_tensors(batch, tok.pad_token_id)  # no column: every row at the stage's 0.5
     assert one.temperature is None
     model.zero_grad()
     assert policy_backward(model, one, c, temperature=c.temperature)["masked_frac"] > 0.2
     with pytest.raises(ValueError, match=r"no sampling temperature for pool\(s\) \['hot'\]"):
-        batch_tensors(batch, 2, tok.pad_token_id, {"cold": 0.5})
+        batch_tensors(batch, tok.pad_token_id, {"cold": 0.5})
 
 
 def test_workers_run_each_pool_with_its_own_agent_config(tok):
@@ -184,7 +191,9 @@ def test_workers_run_each_pool_with_its_own_agent_config(tok):
     model = make_model(tok)
     c = parity_rl_cfg(groups_per_step=4)
     pools = {k: say_something_tasks(6, prefix=k) for k in ("short", "long")}
-    orch = Orchestrator(pools, Mixture({"short": 1, "long": 1}), 4, c.group_size, c.tau, 1)
+    mixture = Mixture({"short": 1, "long": 1})
+    settings = OrchestratorSettings(mixture, 4, group_size=c.group_size, tau=c.tau)
+    orch = Orchestrator(pools, settings)
     orch.register(local_service("parity", ["search"], lambda t: ParityEnv(), 16))
     engine = LocalEngine(model, pad_token_id=tok.pad_token_id)
     short = replace(c.agent(), max_new_tokens=1)

@@ -19,11 +19,12 @@ from rl_helpers import flat_optim
 from tiny_models import toy_token_nano
 
 from arcforge.metrics import LoggingCfg
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.prompts import RLPrompt
 from arcforge.stages.distill import DistillStageCfg
 from arcforge.stats import wilson_ci
 from arcforge.train.distill import Teacher, split_by_ratio, train_distill
-from arcforge.train.rl import RLPrompt
 
 PAD, BOS, END, SEP, MA, MB, S0, D0, V = 0, 1, 2, 3, 4, 5, 6, 26, 36
 rng = random.Random(0)

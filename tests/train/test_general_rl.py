@@ -17,7 +17,8 @@ from arcforge.pipeline import RunContext, run_stage
 from arcforge.replay import ReplayServer
 from arcforge.rewards.anchors import anchor_tasks
 from arcforge.rl.losses import token_logprobs
-from arcforge.rollout.engine import LocalEngine, SamplingParams
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.run_config import parse_config
 from arcforge.stages.common import model_for_stage
 from arcforge.train.general_rl import (
@@ -27,7 +28,7 @@ from arcforge.train.general_rl import (
     mix_anchors,
 )
 from arcforge.types import Message
-from arcforge.world.chat import check_constraints
+from arcforge.world.tasks.constrained_chat import check_constraints
 
 
 @pytest.fixture(autouse=True)
@@ -162,9 +163,9 @@ def test_tool_route_scores_tool_prompts_by_their_calls_and_chat_by_the_rules(wor
     in the same batch keeps the hybrid rule reward, where a tool call fails the format gate."""
     from arcforge.data.sources import Record
     from arcforge.rewards.hybrid import HybridCfg, HybridReward
-    from arcforge.rollout.engine import Completion
+    from arcforge.rollout.engines.base import Completion
+    from arcforge.rollout.prompts import prompt_from_record
     from arcforge.train.general_rl import hybrid_scorer
-    from arcforge.train.rl import prompt_from_record
 
     tools = world.tools()
     tool_task = world.tasks("tool", "train")[0]

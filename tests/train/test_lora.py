@@ -17,10 +17,12 @@ from arcforge.config import LoraCfg
 from arcforge.errors import ConfigError
 from arcforge.model.checkpoint import init_model, load_model, save_checkpoint
 from arcforge.model.presets import build_config
-from arcforge.rollout.engine import LocalEngine, SamplingParams
-from arcforge.rollout.vllm_engine import export_checkpoint
+from arcforge.rollout.engines.base import SamplingParams
+from arcforge.rollout.engines.local import LocalEngine
+from arcforge.rollout.engines.server_process import export_checkpoint
 from arcforge.run_config import parse_config
-from arcforge.stages.common import RunContext, model_for_stage
+from arcforge.stages.common import model_for_stage
+from arcforge.stages.context import RunContext
 from arcforge.train.async_rl import train_async_rl
 from arcforge.train.lora import (
     ADAPTER_DIR,
@@ -278,9 +280,9 @@ def test_distill_with_lora_trains_the_students_adapters_only(tmp_path):
     """On-policy distillation with a LoRA student: the teacher (a full-weight copy of the
     starting model) is unaffected, the student's base stays frozen, and each step's push is
     the merged student."""
+    from arcforge.rollout.prompts import RLPrompt
     from arcforge.stages.distill import DistillStageCfg
     from arcforge.train.distill import Teacher, train_distill
-    from arcforge.train.rl import RLPrompt
 
     base = sft_digit()
     teacher = sft_digit(seed=1)

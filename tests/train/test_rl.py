@@ -16,7 +16,7 @@ from rl_helpers import DigitTask, digit_rl_cfg
 from tiny_models import toy_token_nano
 
 from arcforge.rl.losses import POLICY_LOSSES
-from arcforge.rollout.engine import LocalEngine
+from arcforge.rollout.engines.local import LocalEngine
 from arcforge.train.rl import PromptStream, collect_rollouts, train_rl
 from arcforge.types import Reward
 

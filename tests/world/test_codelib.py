@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from arcforge.world.codelib import (
+from arcforge.world.code.codelib import (
     INT_FILTERS,
     INT_MAPS,
     REC_MAPS,

@@ -6,8 +6,8 @@ import ast
 import pytest
 from fixture_sources import CLAMP, DOUBLE_BUMP_COMBO
 
-from arcforge.world.codelib import load_source
-from arcforge.world.mutations import KINDS, mutations
+from arcforge.world.code.codelib import load_source
+from arcforge.world.code.mutations import KINDS, mutations
 
 SRC = f'''"""Small helpers (docstrings may hold non-ASCII text: café)."""
 

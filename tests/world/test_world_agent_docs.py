@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from arcforge.errors import ConfigError
-from arcforge.stages.common import world_records
-from arcforge.world.agent_docs import agent_docs
+from arcforge.stages.world_source import world_records
+from arcforge.world.text.agent_docs import agent_docs
 
 _BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 

@@ -3,9 +3,9 @@ and made-up train names (code_fresh_names)."""
 
 import random
 
-from arcforge.world.codelib import CodeSpace, load_source
-from arcforge.world.names import NameBank
-from arcforge.world.suites import code_tasks
+from arcforge.world.code.codelib import CodeSpace, load_source
+from arcforge.world.knowledge.names import NameBank
+from arcforge.world.tasks.pools import code_tasks
 
 SPACE = CodeSpace.build(5, 400, 120)
 

@@ -1,7 +1,7 @@
 """SFT demos: real tool outputs, thinking modes, and correction episodes masked correctly."""
 
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.world import DemoCounts
+from arcforge.world.world_config import DemoCounts
 
 
 def test_tool_messages_are_real_tool_outputs(world):

@@ -5,7 +5,7 @@ import random
 import re
 
 from arcforge.world import WorldConfig, build_world
-from arcforge.world.drills import copy_drills
+from arcforge.world.text.drills import copy_drills
 
 NAME = re.compile(r"[A-Z][a-z]+ [A-Z][a-z]+")
 

@@ -2,7 +2,7 @@
 
 import re
 
-from arcforge.world.mathgen import make_problem
+from arcforge.world.tasks.mathgen import make_problem
 
 
 def test_worked_steps_are_correct(world):
@@ -37,7 +37,7 @@ def test_hard_problem_shape():
 def test_column_work_is_correct_and_assembles_the_result():
     import random
 
-    from arcforge.world.mathgen import column_work
+    from arcforge.world.tasks.mathgen import column_work
 
     rng = random.Random(1)
     for _ in range(300):

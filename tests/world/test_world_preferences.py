@@ -9,9 +9,9 @@ import pytest
 from arcforge.data.sources import DataError, load_records
 from arcforge.errors import ConfigError
 from arcforge.rewards.rules import rule_reward
-from arcforge.stages.common import world_records
-from arcforge.world.chat import check_constraints
-from arcforge.world.preferences import preference_pairs
+from arcforge.stages.world_source import world_records
+from arcforge.world.tasks.constrained_chat import check_constraints
+from arcforge.world.text.preferences import preference_pairs
 
 
 def test_pairs_prefer_the_solution_and_are_deterministic(world):

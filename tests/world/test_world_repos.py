@@ -12,12 +12,12 @@ from pathlib import Path
 
 from fixture_sources import DOUBLE_BUMP_COMBO
 
-from arcforge.world.bugtests import passes
-from arcforge.world.codelib import call_repr, load_source
-from arcforge.world.mutations import KINDS
-from arcforge.world.repos import Repo
-from arcforge.world.repos import TestCase as Case
-from arcforge.world.suites import swe_tasks
+from arcforge.world.code.bugtests import passes
+from arcforge.world.code.codelib import call_repr, load_source
+from arcforge.world.code.mutations import KINDS
+from arcforge.world.code.repos import Repo
+from arcforge.world.code.repos import TestCase as Case
+from arcforge.world.tasks.pools import swe_tasks
 
 
 def _pytest(root: Path) -> tuple[int, str]:

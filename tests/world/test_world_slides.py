@@ -2,7 +2,12 @@
 
 from arcforge.rewards.slides_static import static_check
 from arcforge.types import Task
-from arcforge.world.slides import DesignRules, make_slides_task, reference_deck, slides_tasks
+from arcforge.world.tasks.slide_decks import (
+    DesignRules,
+    make_slides_task,
+    reference_deck,
+    slides_tasks,
+)
 
 
 def test_splits_are_disjoint_deterministic_and_self_contained(world):
@@ -22,7 +27,7 @@ def test_splits_are_disjoint_deterministic_and_self_contained(world):
 
 
 def test_bullets_are_world_facts(world):
-    from arcforge.world.kb import RELATIONS
+    from arcforge.world.knowledge.kb import RELATIONS
 
     sentences = {f"{t.subject} {RELATIONS[t.relation]} {t.object}" for t in world.kb.triples}
     for task in slides_tasks(world.kb, 3, 0, seed=2)[0]:

@@ -1,7 +1,7 @@
 """Wide search tasks: answers are the KB's facts, splits share no entity, generation is
 deterministic, and the scripted experts' plans match the task."""
 
-from arcforge.world.swarm import (
+from arcforge.world.tasks.wide_search import (
     SEPARATOR,
     entity_split,
     single_expert_script,

@@ -2,7 +2,7 @@
 
 import subprocess
 
-from arcforge.world.terminal import FAMILIES
+from arcforge.world.tasks.terminal_scenarios import FAMILIES
 
 
 def _run(script: str, cwd) -> int:
@@ -28,7 +28,7 @@ def test_oracle_passes_and_empty_fails(world, tmp_path):
 
 
 def test_every_family_is_held_out_by_instruction(world):
-    from arcforge.world.terminal import COPY_FAMILIES
+    from arcforge.world.tasks.terminal_scenarios import COPY_FAMILIES
 
     train, test = world.tasks("terminal", "train"), world.tasks("terminal", "test")
     # scale 0.1: 42 train and 10 test tasks; every family is in both splits
@@ -47,8 +47,8 @@ def test_every_family_is_held_out_by_instruction(world):
 def test_fresh_slots_take_made_up_values_that_the_oracle_and_verifier_use(tmp_path):
     import random
 
-    from arcforge.world.names import NameBank
-    from arcforge.world.terminal import make_scenario
+    from arcforge.world.knowledge.names import NameBank
+    from arcforge.world.tasks.terminal_scenarios import make_scenario
 
     usual = {
         "data",

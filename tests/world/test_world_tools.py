@@ -77,7 +77,7 @@ def test_search_hops_option_sets_each_question_hop_count(world):
 
     import pytest
 
-    from arcforge.world.suites import search_tasks
+    from arcforge.world.tasks.pools import search_tasks
 
     train, test = search_tasks(random.Random(5), world.kb, world.pages, 60, 30, [1, 3])
     hops = [t.metadata["hops"] for t in train + test]

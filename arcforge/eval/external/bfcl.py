@@ -288,8 +288,10 @@ class BfclSuite:
         self.spec = spec
         self.category = spec.arg
         self.out = Path(spec.options["out"]) if spec.options.get("out") else None
-        # items whose turns share one batched generation (multi-turn: a turn at a time)
-        self.batch = spec.int_option("batch", 64)
+        # items whose turns share one batched generation (multi-turn: a turn at a time); the
+        # engine sorts a generation's prompts by length and cuts them into its own batches, so
+        # a large round trip pads each batch only to prompts of similar length
+        self.batch = spec.int_option("batch", 256)
 
     def _pass(
         self, responder: Responder, mode: str, ids: list[str], out: Path | None

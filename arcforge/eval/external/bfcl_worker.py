@@ -122,7 +122,7 @@ class _Completions:
 _LOCAL = threading.local()  # the batch an item thread belongs to
 
 
-class _Batch:
+class _TurnRequests:
     """Item threads park their turn requests here until the main thread answers them all."""
 
     def __init__(self, n: int):
@@ -309,7 +309,7 @@ def handle(req: dict) -> dict:
     if op == "items":
         run = _RUNS[req["run"]]
         ids = list(req["ids"])
-        batch, written = _Batch(len(ids)), {}
+        batch, written = _TurnRequests(len(ids)), {}
 
         def one(entry_id: str) -> None:
             _LOCAL.batch = batch
